@@ -1,0 +1,23 @@
+// Subcommand registration. Each register_* adds one subcommand to the app and returns the
+// action to run when that subcommand was the one parsed; the action returns the exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace ws1cli {
+
+using Action = std::function<int()>;
+
+struct Command {
+  CLI::App* app;
+  Action action;
+};
+
+Command register_env(CLI::App& app);
+Command register_fixtures(CLI::App& app);
+Command register_ops(CLI::App& app);
+// accuracy, invariance, parity, audit, gate: options registered, not built yet.
+std::vector<Command> register_pending(CLI::App& app);
+
+}  // namespace ws1cli

@@ -1,0 +1,39 @@
+#include "common.hpp"
+
+#include <fmt/core.h>
+
+#include <cstdlib>
+#include <system_error>
+
+#include "ws1/build_info.hpp"
+
+namespace ws1cli {
+namespace fs = std::filesystem;
+
+fs::path shipped_file(const std::string& relative) {
+  std::error_code ec;
+  if (const char* dir = std::getenv("WS1CHECK_DATA_DIR"); dir != nullptr && *dir != '\0')
+    return fs::path(dir) / relative;
+  fs::path from_source = fs::path(ws1::build_info().source_root) / relative;
+  if (fs::exists(from_source, ec)) return from_source;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path installed = exe.parent_path().parent_path() / "share" / "ws1check" / relative;
+    if (fs::exists(installed, ec)) return installed;
+  }
+  return from_source;  // the error for a missing file will name this path
+}
+
+std::string default_contract() { return shipped_file("contracts/ws1-c1-v2.json").string(); }
+std::string default_workload() {
+  return shipped_file("fixtures/ws1-qwen3-8b-dense.json").string();
+}
+
+int exit_code(ws1::ExitCode code) { return static_cast<int>(code); }
+
+int report(const ws1::Error& error) {
+  fmt::print(stderr, "ws1check: error: {}\n", error.message());
+  return exit_code(error.code);
+}
+
+}  // namespace ws1cli

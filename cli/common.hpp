@@ -1,0 +1,21 @@
+// What every subcommand shares: default file locations, error reporting, exit codes.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "ws1/error.hpp"
+
+namespace ws1cli {
+
+// A shipped data file (contracts/..., fixtures/...): found under $WS1CHECK_DATA_DIR, else the
+// source tree the binary was built from, else <exe>/../share/ws1check.
+std::filesystem::path shipped_file(const std::string& relative);
+std::string default_contract();
+std::string default_workload();
+
+// Prints the error as one line on stderr and returns its exit code.
+int report(const ws1::Error& error);
+int exit_code(ws1::ExitCode code);
+
+}  // namespace ws1cli

@@ -1,0 +1,44 @@
+#include <cublas_api.h>
+#include <cuda_runtime.h>
+
+#include "ws1cuda/device_info.hpp"
+
+namespace ws1cuda {
+
+DeviceInfo query_device() {
+  DeviceInfo info;
+  info.compiled_arch = "compute_90,sm_90";
+  cudaDriverGetVersion(&info.driver_version);
+  cudaRuntimeGetVersion(&info.runtime_version);
+  // cuBLAS version as MAJOR*10000 + MINOR*100 + PATCH, read without creating a handle.
+  int major = 0, minor = 0, patch = 0;
+  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
+    info.cublas_version = major * 10000 + minor * 100 + patch;
+  cudaError_t err = cudaGetDeviceCount(&info.device_count);
+  if (err != cudaSuccess || info.device_count == 0) {
+    info.error = err != cudaSuccess
+                     ? std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err)
+                     : std::string("no CUDA device");
+    info.device_count = 0;
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return info;
+  }
+  cudaDeviceProp prop{};
+  err = cudaGetDeviceProperties(&prop, 0);
+  if (err != cudaSuccess) {
+    info.error = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+    return info;
+  }
+  info.present = true;
+  info.name = prop.name;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  info.sm_count = prop.multiProcessorCount;
+  info.global_memory_bytes = static_cast<long long>(prop.totalGlobalMem);
+  info.l2_cache_bytes = prop.l2CacheSize;
+  return info;
+}
+
+}  // namespace ws1cuda
