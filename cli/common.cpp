@@ -29,6 +29,16 @@ std::string default_workload() {
   return shipped_file("fixtures/ws1-qwen3-8b-dense.json").string();
 }
 
+namespace {
+std::vector<std::string>& argv_store() {
+  static std::vector<std::string> argv;
+  return argv;
+}
+}  // namespace
+
+void set_cli_argv(int argc, char** argv) { argv_store().assign(argv, argv + argc); }
+const std::vector<std::string>& cli_argv() { return argv_store(); }
+
 int exit_code(ws1::ExitCode code) { return static_cast<int>(code); }
 
 int report(const ws1::Error& error) {

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "ws1/error.hpp"
 
@@ -13,6 +14,10 @@ namespace ws1cli {
 std::filesystem::path shipped_file(const std::string& relative);
 std::string default_contract();
 std::string default_workload();
+
+// The command line as given (for the evidence), recorded by main().
+void set_cli_argv(int argc, char** argv);
+const std::vector<std::string>& cli_argv();
 
 // Prints the error as one line on stderr and returns its exit code.
 int report(const ws1::Error& error);

@@ -31,6 +31,7 @@ std::string version_line() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ws1cli::set_cli_argv(argc, argv);
   CLI::App app{"ws1check: judges BF16 kernels against the WS1 precision standard"};
   app.require_subcommand(1);
   app.set_version_flag("--version", version_line());

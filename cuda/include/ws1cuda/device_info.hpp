@@ -26,3 +26,16 @@ struct DeviceInfo {
 DeviceInfo query_device();
 
 }  // namespace ws1cuda
+
+namespace ws1cuda {
+
+// The math mode a cuBLAS handle reports after ws1check asks for pedantic FP32 (DESIGN §3.6),
+// read back with cublasGetMathMode: "CUBLAS_PEDANTIC_MATH" when honoured. On failure returns
+// false and says why in `error`.
+struct MathModeReadback {
+  std::string mode;   // e.g. "CUBLAS_PEDANTIC_MATH"
+  bool tf32 = false;  // the handle is in CUBLAS_TF32_TENSOR_OP_MATH
+};
+bool read_pedantic_math_mode(MathModeReadback& out, std::string& error);
+
+}  // namespace ws1cuda

@@ -26,18 +26,19 @@ float float_from_bits(std::uint32_t bits);
 std::uint64_t double_bits(double d);
 double double_from_bits(std::uint64_t bits);
 
-// float32 -> bf16, round to nearest, ties to even. NaN stays NaN and is quieted (sign kept),
+// float32 -> bf16, round to nearest, ties to even. NaN stays NaN and is quieted (sign and top
+// payload bits kept),
 // +-0 keep their sign, values past the largest finite bf16 round to +-inf, subnormals round
 // like any other value.
 bf16 to_bf16(float f);
-float from_bf16(bf16 h);  // exact
+float from_bf16(bf16 h);  // exact (a NaN keeps its payload bit for bit, signaling ones too)
 // Round a float32 to the nearest bf16 value, returned as float32.
 float round_bf16(float f);
 
 // float32 -> IEEE binary16, round to nearest, ties to even (same rules; fp16 has its own
 // subnormal range below 2^-14).
 fp16 to_fp16(float f);
-float from_fp16(fp16 h);  // exact
+float from_fp16(fp16 h);  // exact (a NaN keeps its payload, shifted into the float32 mantissa)
 float round_fp16(float f);
 
 // Distance in units in the last place of `t` (kBF16, kF16 or kF32) between two values

@@ -1,0 +1,23 @@
+// Internal: one parser per top-level block of the contract. Each fills its part of the model
+// and throws ParseFailure at the first problem. Cross-block checks run after all blocks are read.
+#pragma once
+
+#include "json_node.hpp"
+#include "ws1/contract.hpp"
+
+namespace ws1::contract_detail {
+
+PrecisionPolicy parse_policy(const Node& policy);
+ComparisonRoles parse_roles(const Node& roles);
+std::map<Judgment, JudgmentTable> parse_judgments(const Node& judgments);
+ChainAggregates parse_chain(const Node& chain);
+// `accuracy` and `batch_invariance`, checked against the judgments already read.
+LegacyBlocks parse_legacy(const std::optional<Node>& accuracy,
+                          const std::optional<Node>& batch_invariance, const Contract& contract);
+// ws1check_declarations, checked against the policy already read.
+Declarations parse_declarations(const Node& block, const PrecisionPolicy& policy);
+
+// Report kinds of comparison_roles.by_report_kind: the four judgments plus the chain parity.
+inline constexpr std::string_view kParityReportKind = "train_infer_logprob_parity";
+
+}  // namespace ws1::contract_detail

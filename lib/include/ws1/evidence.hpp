@@ -1,0 +1,219 @@
+// The evidence artifact (spec §10, DESIGN §7): one JSON file per run that says what ran, on
+// what, against which contract and fixtures, and what every cell measured. Plain structs that
+// the runner and judges fill; summary and verdict are computed from the cells, never stored.
+// The JSON layout is described by contracts/evidence.schema.json.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ws1/contract.hpp"  // Judgment
+#include "ws1/dtype.hpp"
+#include "ws1/environment.hpp"
+#include "ws1/error.hpp"
+
+namespace ws1 {
+
+inline constexpr std::string_view kEvidenceSchemaVersion = "ws1check-evidence-v1";
+
+using Dims = std::vector<std::int64_t>;  // a shape or a multi-index (same type as ws1::Shape)
+
+enum class Verdict { kGreen, kRed, kNa };
+enum class Direction { kForward, kBackward };
+// How the contract row judges: tolerance (atol/rtol), bitwise (raw bits), or per-metric
+// thresholds (chain parity).
+enum class ThresholdMode { kTolerance, kBitwise, kMetric };
+
+std::string_view verdict_name(Verdict v);           // "green", "red", "na"
+std::string_view judgment_name(Judgment j);         // "forward_accuracy", ..., "chain_parity"
+std::string_view direction_name(Direction d);       // "fwd", "bwd"
+std::string_view threshold_mode_name(ThresholdMode m);  // "tolerance", "bitwise", "metric"
+// Gradient judgments run backward; the others forward.
+Direction direction_of(Judgment j);
+
+struct ToolInfo {
+  std::string name = "ws1check";
+  std::string version;
+  std::string source_commit;          // the commit the binary was built from, or "unknown"
+  std::optional<bool> source_dirty;   // absent: unknown
+};
+
+struct ContractRef {
+  std::string path;
+  std::string version;  // "ws1-c1-v2"
+  std::string sha256;   // of the file's bytes
+};
+
+struct WorkloadRef {
+  std::string path;
+  std::string workload_id;       // "ws1-qwen3-8b-dense-primary-v6"
+  std::string manifest_version;  // "ws1-c2-v8"
+  std::string identity_sha256;   // the manifest's fixture_identity_sha256
+};
+
+struct BackendIds {
+  std::string expected;  // the profile asked for, e.g. "cuda_bf16"
+  std::string actual;    // the backend that really ran (a fallback shows here)
+};
+
+struct FixtureTensor {
+  std::string name;
+  DType dtype = DType::kBF16;
+  Dims shape;
+};
+
+struct FixtureRef {
+  std::string id;
+  std::string hash;  // XXH3-128 hex
+  std::uint64_t seed = 0;
+  std::vector<FixtureTensor> tensors;
+};
+
+struct CellDTypes {
+  DType candidate = DType::kBF16;
+  DType reference = DType::kF32;
+};
+
+// Runtime precision state read back on the cell's path (not assumed from configuration).
+struct RuntimeReadback {
+  std::optional<bool> tf32_enabled;             // absent: no TF32-capable unit on this path
+  std::optional<std::string> cublas_math_mode;  // absent: no cuBLAS on this path
+  std::string autocast = std::string(kAutocastNotApplicable);
+};
+
+struct CellThreshold {
+  ThresholdMode mode = ThresholdMode::kTolerance;
+  std::optional<double> atol;  // required for tolerance and bitwise rows
+  std::optional<double> rtol;
+  std::string source;          // contract row path, e.g. "judgments.forward_accuracy.by_op_class.reduction.bfloat16"
+};
+
+struct ErrorStats {
+  double max = 0, mean = 0, p99 = 0, p999 = 0;
+};
+
+// The element with the smallest margin: allowed = atol + rtol * |reference|,
+// margin = allowed - |candidate - reference| (negative: a violation).
+struct WorstElement {
+  Dims index;
+  double candidate = 0, reference = 0, allowed = 0, margin = 0;
+};
+
+// Candidate against reference, one output or gradient tensor.
+struct AccuracyTensor {
+  std::string name;
+  Dims shape;
+  DType dtype = DType::kBF16;  // the candidate's
+  std::int64_t numel = 0;
+  std::int64_t violations = 0;  // elements outside atol + rtol * |reference|
+  ErrorStats abs_error, rel_error, ulp_distance;  // ulp in units of the candidate dtype
+  std::optional<WorstElement> worst;  // absent for an empty tensor
+};
+
+struct BitMismatch {
+  Dims index;
+  std::uint64_t lhs_bits = 0, rhs_bits = 0;  // raw patterns, written as hex of the dtype's width
+  double lhs = 0, rhs = 0;
+};
+
+// Raw-bit comparison of two tensors (DESIGN §3.3): shapes, dtypes and bit patterns equal.
+struct BitwiseTensor {
+  std::string name;
+  Dims lhs_shape, rhs_shape;
+  DType lhs_dtype = DType::kBF16, rhs_dtype = DType::kBF16;
+  bool equal_bits = false;
+  std::int64_t mismatches = 0;              // elements whose bit patterns differ
+  std::vector<BitMismatch> first_mismatches;  // the first few, in index order
+  std::int64_t lhs_nans = 0, rhs_nans = 0;
+  std::int64_t signed_zero_mismatches = 0;  // +0 against -0 (they differ under raw bits)
+  std::vector<std::string> notes;           // e.g. the NaN policy that applied
+};
+
+// A chain-parity metric (max_abs_dlogp, approx_kl0, ...). Passes when value <= threshold;
+// a metric without threshold is reported only.
+struct MetricResult {
+  std::string name;
+  double value = 0;
+  std::optional<double> threshold;
+  std::string source;  // contract path of the threshold, empty when reported only
+};
+
+// One judgment cell: (op, judgment, direction, transform, backend) on a tier.
+struct Cell {
+  std::string id;
+  std::string op;
+  std::string op_class;   // elementwise, reduction, attention, logprob
+  Judgment judgment = Judgment::kForwardAccuracy;
+  std::string tier;       // "short", "primary"
+  std::string transform;  // "none" for accuracy; "BN/chunked", "tp2", ... for invariance
+  BackendIds backend;
+  std::string kernel_id;
+  std::optional<FixtureRef> fixture;  // required unless N/A
+  CellDTypes dtypes;
+  RuntimeReadback readback;
+  std::optional<CellThreshold> threshold;  // required unless N/A
+  Verdict verdict = Verdict::kNa;
+  std::string reason;  // required for red and N/A
+  std::vector<AccuracyTensor> accuracy;
+  std::vector<BitwiseTensor> bitwise;
+  std::vector<MetricResult> metrics;
+};
+
+struct Summary {
+  std::int64_t green = 0, red = 0, na = 0, total = 0;
+};
+
+struct Evidence {
+  std::string schema_version = std::string(kEvidenceSchemaVersion);
+  ToolInfo tool;
+  std::optional<Checkout> checkout;  // of the working directory; absent outside a checkout
+  std::vector<std::string> command;  // argv
+  std::string started, finished;     // UTC ISO 8601
+  ContractRef contract;
+  WorkloadRef workload;
+  Environment environment;
+  std::vector<Cell> cells;
+};
+
+Summary summarize(std::span<const Cell> cells);
+// Red if any cell is red; else green if any is green; else (no cells, or all N/A) N/A.
+Verdict overall_verdict(const Summary& s);
+
+// This binary's identity from build_info().
+ToolInfo tool_info();
+// An artifact with schema version, tool, checkout of the current directory, environment
+// (read_environment()), command and start time filled in.
+Evidence begin_evidence(std::vector<std::string> command);
+
+// Checks the artifact is complete and does not contradict itself: red and N/A cells carry a
+// reason; green and red cells a fixture and a threshold; a green cell has evidence (tensors or
+// metrics), no violation, no bit mismatch, no failed metric and no backend fallback; bitwise
+// and accuracy counts are consistent; cell ids are unique. `file` names the artifact in errors;
+// `where` is the JSON path, e.g. "cells[2].reason".
+Status validate(const Evidence& e, const std::string& file);
+
+// The artifact as JSON text (key order fixed; doubles round-trip exactly; NaN/+Inf/-Inf as
+// the strings "nan"/"inf"/"-inf"). Validates first.
+Result<std::string> evidence_json(const Evidence& e, const std::string& file = "evidence");
+
+// The run context alone (schema version, tool, checkout, command, contract, workload,
+// environment) in the artifact's JSON layout, without cells or verdict: `ws1check env --json`.
+std::string evidence_context_json(const Evidence& e);
+
+// Writes `content` to `path` atomically: a temporary file in the same directory, fsync,
+// rename over `path`, fsync of the directory. On failure nothing is left behind and the
+// error names the path.
+Status write_file_atomic(const std::filesystem::path& path, std::string_view content);
+
+// Validates, then writes `<out_dir>/<name>.json` atomically, creating out_dir if needed.
+// Returns the path written.
+Result<std::filesystem::path> write_evidence(const Evidence& e,
+                                             const std::filesystem::path& out_dir,
+                                             std::string_view name);
+
+}  // namespace ws1

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the ws1check binary: exit codes (DESIGN §8), one-line errors naming the
+file and field, nothing half-written, env JSON, fixtures verify/export/import.
+
+Usage: cli_test.py WS1CHECK SOURCE_ROOT   (stdlib only)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+WS1CHECK = None
+ROOT = None
+
+
+def run(*args, cwd=None):
+    p = subprocess.run([WS1CHECK, *args], capture_output=True, text=True, cwd=cwd, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def src(*parts):
+    return os.path.join(ROOT, *parts)
+
+
+SMOKE = None
+
+
+class CliBasics(unittest.TestCase):
+    def test_help_and_version(self):
+        rc, out, _ = run("--help")
+        self.assertEqual(rc, 0)
+        for sub in ("accuracy", "invariance", "parity", "audit", "gate", "fixtures", "env", "ops"):
+            self.assertIn(sub, out)
+        rc, out, _ = run("--version")
+        self.assertEqual(rc, 0)
+        self.assertRegex(out, r"ws1check \d+\.\d+\.\d+ \(source [0-9a-f]{40}|unknown")
+
+    def test_usage_errors_exit_2(self):
+        for args in (["--no-such-flag"], ["ops", "--op", "no_such_op"], ["fixtures"], []):
+            rc, out, err = run(*args)
+            self.assertEqual(rc, 2, args)
+
+    def test_pending_subcommands_exit_2_without_output(self):
+        for sub in ("accuracy", "invariance", "parity", "audit", "gate"):
+            rc, out, err = run(sub)
+            self.assertEqual(rc, 2, sub)
+            self.assertEqual(out, "", sub)
+            self.assertIn("not built yet", err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+
+    def test_ops_lists_13(self):
+        rc, out, _ = run("ops")
+        self.assertEqual(rc, 0)
+        rows = [l for l in out.splitlines()[1:] if l.strip()]
+        self.assertEqual(len(rows), 13)
+        self.assertEqual(sum(1 for r in rows if r.split()[2] == "yes"), 12)
+
+
+class Env(unittest.TestCase):
+    def test_env_json(self):
+        rc, out, err = run("env", "--json", cwd=ROOT)
+        self.assertEqual(rc, 0, err)
+        j = json.loads(out)
+        self.assertRegex(j["tool"]["source_commit"], r"^([0-9a-f]{40}|unknown)$")
+        self.assertIn(j["tool"]["source_dirty"], (True, False, None))
+        self.assertTrue(j["environment"]["build"]["compiler"])
+        self.assertRegex(j["contract"]["sha256"], r"^[0-9a-f]{64}$")
+        self.assertEqual(j["contract"]["version"], "ws1-c1-v2")
+        if j["checkout"] is not None:  # run inside the checkout: its state is read at run time
+            self.assertRegex(j["checkout"]["commit"], r"^[0-9a-f]{40}$")
+            self.assertIsInstance(j["checkout"]["dirty"], bool)
+        env = j["environment"]
+        if env["gpu"] is None:
+            self.assertEqual(env["backend"], "cpu_bf16")
+            self.assertTrue(env["gpu_absent_reason"])
+
+    def test_env_loads_upstream_contract(self):
+        path = src("test", "data", "upstream", "tolerance_contract.ws1-c1-v2.json")
+        rc, out, err = run("env", "--contract", path)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("version ws1-c1-v2", out)
+        self.assertIn("1f6ab64a55b5211c62a9fe85dd8d8fb5b6c22c9958c85087adee4c5c814a03c5", out)
+        self.assertIn("undeclared", out)
+
+
+# One edit each of our contract; every one must be refused by `env --contract` with exit 2 and
+# one stderr line naming the file and the json path.
+def _set(path, value):
+    def edit(doc):
+        node = doc
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+    return edit
+
+
+def _del(path):
+    def edit(doc):
+        node = doc
+        for k in path[:-1]:
+            node = node[k]
+        del node[path[-1]]
+    return edit
+
+
+FA = ["judgments", "forward_accuracy", "by_op_class"]
+FI = ["judgments", "forward_invariance", "by_op_class"]
+DECL = ["ws1check_declarations"]
+BAD_CONTRACTS = [
+    ("negative atol", _set(FA + ["reduction", "bfloat16", "atol"], -0.05), "atol"),
+    ("string rtol", _set(FA + ["reduction", "bfloat16", "rtol"], "0.02"), "rtol"),
+    ("unknown mode", _set(FA + ["reduction", "bfloat16", "mode"], "fuzzy"), "mode"),
+    ("unknown status", _set(FA + ["reduction", "bfloat16", "status"], "maybe"), "status"),
+    ("bitwise with atol", _set(FI + ["reduction", "bfloat16", "atol"], 1e-3), "atol"),
+    ("missing reduction row", _del(FA + ["reduction"]), "reduction"),
+    ("missing bf16 row", _del(FA + ["logprob", "bfloat16"]), "bfloat16"),
+    ("unknown op class", _set(FA + ["convolution"], {"float32": {"status": "applicable", "mode": "tolerance", "atol": 0.0, "rtol": 0.0}}), "convolution"),
+    ("unknown dtype", _set(FA + ["reduction", "bfloat17"], {"status": "applicable", "mode": "tolerance", "atol": 0.0, "rtol": 0.0}), "bfloat17"),
+    ("unknown judgment", _set(["judgments", "sideways_accuracy"], {}), "sideways_accuracy"),
+    ("missing judgment", _del(["judgments", "gradient_accuracy"]), "gradient_accuracy"),
+    ("clip not increasing", _set(["chain_logprob_aggregates", "default_clip_interval"], [1.2, 0.8]), "default_clip_interval"),
+    ("clip one element", _set(["chain_logprob_aggregates", "default_clip_interval"], [0.8]), "default_clip_interval"),
+    ("negative threshold", _set(["chain_logprob_aggregates", "metrics", "max_abs_dlogp", "by_execution_dtype", "bfloat16", "threshold"], -1), "threshold"),
+    ("unknown version", _set(["version"], "ws1-c9-v1"), "version"),
+    ("k_tree_leaf zero", _set(DECL + ["accumulation_exceptions", "det_gemm", "k_tree_leaf"], 0), "k_tree_leaf"),
+    ("k_tree_leaf float", _set(DECL + ["accumulation_exceptions", "det_gemm", "k_tree_leaf"], 32.5), "k_tree_leaf"),
+    ("unknown rms order", _set(DECL + ["rms_norm_rounding", "order"], "sideways"), "order"),
+    ("unknown nan policy", _set(DECL + ["invariance", "nan_policy"], "ignore"), "nan_policy"),
+    ("policy reference dtype", _set(["policy", "reference_dtype"], "bfloat16"), "reference_dtype"),
+    ("policy accumulation dtype", _set(["policy", "accumulation_dtype"], "bfloat16"), "accumulation_dtype"),
+    ("bf16 logprob output", _set(["policy", "output_dtype", "logprob_aggregates"], "bfloat16"), "logprob_aggregates"),
+    ("extra key in row", _set(FA + ["reduction", "bfloat16", "slack"], 1), "slack"),
+    ("relaxation allowed", _set(["policy", "backend_private_tolerance_relaxation"], True), "backend_private_tolerance_relaxation"),
+]
+
+
+class BadContracts(unittest.TestCase):
+    def test_each_bad_contract_exit_2_one_line(self):
+        good = json.load(open(src("contracts", "ws1-c1-v2.json")))
+        with tempfile.TemporaryDirectory() as d:
+            for name, edit, field in BAD_CONTRACTS:
+                with self.subTest(name):
+                    doc = json.loads(json.dumps(good))
+                    edit(doc)
+                    path = os.path.join(d, name.replace(" ", "_") + ".json")
+                    with open(path, "w") as f:
+                        json.dump(doc, f)
+                    rc, out, err = run("env", "--contract", path)
+                    self.assertEqual(rc, 2, f"{name}: {err}")
+                    self.assertEqual(out, "", name)
+                    lines = err.strip().splitlines()
+                    self.assertEqual(len(lines), 1, err)
+                    self.assertIn(path, lines[0])
+                    self.assertIn(field, lines[0])
+
+    def test_static_bad_files(self):
+        bad_dir = src("test", "data", "contracts", "bad")
+        files = sorted(os.listdir(bad_dir))
+        self.assertGreater(len(files), 0)
+        for fn in files:
+            with self.subTest(fn):
+                path = os.path.join(bad_dir, fn)
+                rc, out, err = run("env", "--contract", path)
+                self.assertEqual(rc, 2, err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn(path, err)
+
+
+class Fixtures(unittest.TestCase):
+    def test_list_has_ids_first(self):
+        rc, out, err = run("fixtures", "list", "--workload", SMOKE)
+        self.assertEqual(rc, 0, err)
+        ids = [l.split()[0] for l in out.splitlines()]
+        self.assertIn("rms_norm/primary/normal", ids)
+        self.assertEqual(len(ids), len(set(ids)))
+
+    def test_verify_smoke(self):
+        rc, out, err = run("fixtures", "verify", "--workload", SMOKE)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out.splitlines()[-1], r"^\d+ fixture\(s\) match ")
+
+    def test_export_import_and_flipped_byte(self):
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "x.safetensors")
+            rc, out, err = run("fixtures", "export", "rms_norm/primary/normal", "--workload", SMOKE, "--to", f)
+            self.assertEqual(rc, 0, err)
+            rc, out, err = run("fixtures", "import", f, "--workload", SMOKE)
+            self.assertEqual(rc, 0, err)
+            data = bytearray(open(f, "rb").read())
+            data[-3] ^= 0x01  # one bit of the last tensor's data
+            g = os.path.join(d, "flipped.safetensors")
+            open(g, "wb").write(data)
+            rc, out, err = run("fixtures", "import", g, "--workload", SMOKE)
+            self.assertEqual(rc, 2)
+            self.assertEqual(out, "")
+            lines = err.strip().splitlines()
+            self.assertEqual(len(lines), 1, err)
+            self.assertIn(g, lines[0])
+            self.assertIn("rms_norm/primary/normal", lines[0])
+            # A header byte flipped: the safetensors validator refuses it, one line, exit 2.
+            data = bytearray(open(f, "rb").read())
+            data[8] = ord("[")
+            open(g, "wb").write(data)
+            rc, out, err = run("fixtures", "import", g, "--workload", SMOKE)
+            self.assertEqual(rc, 2)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+
+    def test_export_to_unwritable_place_leaves_nothing(self):
+        with tempfile.TemporaryDirectory() as d:
+            target = os.path.join(d, "missing-dir", "x.safetensors")
+            rc, out, err = run("fixtures", "export", "rms_norm/short/normal", "--workload", SMOKE, "--to", target)
+            self.assertEqual(rc, 2)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertEqual(os.listdir(d), [])
+
+    def test_unknown_fixture_and_bad_workload(self):
+        rc, out, err = run("fixtures", "show", "no/such/fixture", "--workload", SMOKE)
+        self.assertEqual(rc, 2)
+        self.assertIn("no/such/fixture", err)
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, "w.json")
+            doc = json.load(open(SMOKE))
+            doc["seed"] = doc["seed"] + 1  # identity hash no longer recomputes
+            json.dump(doc, open(bad, "w"), indent=2)
+            rc, out, err = run("fixtures", "list", "--workload", bad)
+            self.assertEqual(rc, 2)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertIn(bad, err)
+            self.assertIn("fixture_identity_sha256", err)
+
+    def test_lock_mismatch_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            w = os.path.join(d, "ws1-smoke.json")
+            open(w, "w").write(open(SMOKE).read())
+            lock = json.load(open(SMOKE.replace(".json", ".lock.json")))
+            key = "rms_norm/primary/normal"
+            lock["fixtures"][key] = "0" * 32
+            json.dump(lock, open(os.path.join(d, "ws1-smoke.lock.json"), "w"), indent=2)
+            rc, out, err = run("fixtures", "verify", "--workload", w)
+            self.assertEqual(rc, 2)
+            self.assertIn(key, err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+
+
+if __name__ == "__main__":
+    WS1CHECK = os.path.abspath(sys.argv.pop(1))
+    ROOT = os.path.abspath(sys.argv.pop(1))
+    SMOKE = os.path.join(ROOT, "fixtures", "ws1-smoke.json")
+    unittest.main(verbosity=2)
