@@ -40,13 +40,6 @@ std::vector<Command> register_pending(CLI::App& app) {
   auto o = std::make_shared<PendingOptions>();
   std::vector<Command> out;
 
-  auto* acc = app.add_subcommand("accuracy", "forward/gradient accuracy against the FP32 reference");
-  acc->add_option("--op", o->op, "op name or 'all'");
-  acc->add_option("--direction", o->direction, "fwd | bwd | both");
-  acc->add_option("--tier", o->tier, "short | primary | all");
-  add_common(acc, *o);
-  out.push_back({acc, not_built("accuracy", "the op catalogue issue")});
-
   auto* inv = app.add_subcommand("invariance", "forward/gradient bitwise invariance across layouts");
   inv->add_option("--op", o->op, "op name or 'all'");
   inv->add_option("--transform", o->transform, "transform name or 'all'");

@@ -17,7 +17,8 @@ struct Command {
 Command register_env(CLI::App& app);
 Command register_fixtures(CLI::App& app);
 Command register_ops(CLI::App& app);
-// accuracy, invariance, parity, audit, gate: options registered, not built yet.
+Command register_accuracy(CLI::App& app);
+// invariance, parity, audit, gate: options registered, not built yet.
 std::vector<Command> register_pending(CLI::App& app);
 
 }  // namespace ws1cli

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   std::vector<ws1cli::Command> commands;
   commands.push_back(ws1cli::register_env(app));
   commands.push_back(ws1cli::register_fixtures(app));
+  commands.push_back(ws1cli::register_accuracy(app));
   commands.push_back(ws1cli::register_ops(app));
   for (auto& c : ws1cli::register_pending(app)) commands.push_back(std::move(c));
 

@@ -1,12 +1,7 @@
 // load_contract / parse_contract: read the bytes, parse with simdjson's DOM parser (it rejects
-// trailing content), reject duplicate keys, then hand each top-level block to its parser.
-#include <simdjson.h>
-
-#include <cerrno>
-#include <cstring>
+// trailing content) and reject duplicate keys (lib/json), then hand each top-level block to its
+// parser.
 #include <exception>
-#include <fstream>
-#include <iterator>
 
 #include "parse.hpp"
 #include "ws1/hash.hpp"
@@ -14,8 +9,7 @@
 namespace ws1 {
 namespace {
 
-using contract_detail::Node;
-using contract_detail::ParseFailure;
+using json::Node;
 
 constexpr std::size_t kMaxContractBytes = 64u
                                           << 20;  // a contract is kilobytes; refuse absurd input
@@ -29,15 +23,8 @@ void check_version(const Node& v) {
 
 Contract parse_document(std::string_view text, const std::string& file) {
   simdjson::dom::parser parser;
-  const simdjson::padded_string padded(text);
-  simdjson::dom::element root_element;
-  if (auto err = parser.parse(padded).get(root_element))
-    throw ParseFailure{
-        bad_input(file, "$", std::string("not valid JSON: ") + simdjson::error_message(err))};
-
-  const Node root(root_element, "$", &file);
-  contract_detail::reject_duplicate_keys(root);
-  if (!root_element.is_object())
+  const Node root = json::parse_document(parser, text, file);
+  if (!root.element().is_object())
     root.fail("must be a JSON object, got " + std::string(root.type_name()));
 
   // Top level is extensible (upstream adds blocks over time), except ws1check's own namespace.
@@ -68,7 +55,7 @@ Contract parse_document(std::string_view text, const std::string& file) {
 Result<Contract> parse_contract(std::string_view text, std::string file) {
   try {
     return parse_document(text, file);
-  } catch (const ParseFailure& f) {
+  } catch (const json::Failure& f) {
     return f.error;
   } catch (const std::exception& e) {
     return bad_input(std::move(file), "$", std::string("cannot parse: ") + e.what());
@@ -76,24 +63,9 @@ Result<Contract> parse_contract(std::string_view text, std::string file) {
 }
 
 Result<Contract> load_contract(const std::filesystem::path& path) {
-  const std::string file = path.string();
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
-    return bad_input(file, "", "not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return bad_input(file, "", std::string("cannot open: ") + std::strerror(errno));
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > kMaxContractBytes)
-    return bad_input(file, "",
-                     "file too large for a contract (" + std::to_string(size) + " bytes)");
-  std::string text;
-  try {
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  } catch (const std::exception& e) {
-    return bad_input(file, "", std::string("cannot read: ") + e.what());
-  }
-  if (in.bad()) return bad_input(file, "", "cannot read: I/O error");
-  return parse_contract(text, file);
+  Result<std::string> text = json::read_text_file(path, kMaxContractBytes);
+  if (!text) return text.error();
+  return parse_contract(text.value(), path.string());
 }
 
 }  // namespace ws1

@@ -1,11 +1,19 @@
 // Internal: one parser per top-level block of the contract. Each fills its part of the model
-// and throws ParseFailure at the first problem. Cross-block checks run after all blocks are read.
+// and throws json::Failure at the first problem. Cross-block checks run after all blocks are read.
 #pragma once
+
+#include <cctype>
+#include <string>
+#include <string_view>
 
 #include "json_node.hpp"
 #include "ws1/contract.hpp"
 
 namespace ws1::contract_detail {
+
+using json::format_number;
+using json::join_names;
+using json::Node;
 
 PrecisionPolicy parse_policy(const Node& policy);
 ComparisonRoles parse_roles(const Node& roles);
@@ -19,5 +27,16 @@ Declarations parse_declarations(const Node& block, const PrecisionPolicy& policy
 
 // Report kinds of comparison_roles.by_report_kind: the four judgments plus the chain parity.
 inline constexpr std::string_view kParityReportKind = "train_infer_logprob_parity";
+
+// Whitespace-insensitive equality, for formulas and definitions written by hand.
+inline bool same_ignoring_spaces(std::string_view a, std::string_view b) {
+  auto squeeze = [](std::string_view s) {
+    std::string out;
+    for (unsigned char c : s)
+      if (!std::isspace(c)) out += static_cast<char>(c);
+    return out;
+  };
+  return squeeze(a) == squeeze(b);
+}
 
 }  // namespace ws1::contract_detail

@@ -89,6 +89,13 @@ Evidence begin_evidence(std::vector<std::string> command) {
   return e;
 }
 
+bool passed(const AccuracyTensor& t) { return t.comparable && t.violations == 0; }
+
+bool passed(const BitwiseTensor& t) {
+  const bool nan_fails = t.nan_policy == NanPolicy::kFail && (t.lhs_nans > 0 || t.rhs_nans > 0);
+  return t.equal_bits && !nan_fails;
+}
+
 namespace {
 
 // Collects the first problem; later checks are skipped once one is found.
@@ -116,12 +123,16 @@ void check_accuracy(Checker& ck, const AccuracyTensor& t, const std::string& at,
              fmt::format("numel {} does not match the shape", t.numel));
   ck.require(t.violations >= 0 && t.violations <= t.numel, at + ".violations",
              fmt::format("{} violations in {} elements", t.violations, t.numel));
-  ck.require(t.numel == 0 || t.worst.has_value(), at + ".worst", "missing for a non-empty tensor");
+  ck.require(t.numel == 0 || !t.comparable || t.worst.has_value(), at + ".worst",
+             "missing for a non-empty tensor");
+  ck.require(t.nan_elements >= 0 && t.nan_elements <= t.violations, at + ".nan_elements",
+             "not within the violation count");
   if (t.worst)
     ck.require(t.worst->index.size() == t.shape.size(), at + ".worst.index",
                "rank differs from the tensor's");
   ck.require(!green || t.violations == 0, at + ".violations",
              fmt::format("{} violations in a green cell", t.violations));
+  ck.require(!green || t.comparable, at + ".comparable", "false in a green cell");
 }
 
 void check_bitwise(Checker& ck, const BitwiseTensor& t, const std::string& at, bool green) {
@@ -137,6 +148,11 @@ void check_bitwise(Checker& ck, const BitwiseTensor& t, const std::string& at, b
   ck.require(t.equal_bits || !same_layout || t.mismatches > 0, at + ".equal_bits",
              "false without a difference");
   ck.require(!green || t.equal_bits, at + ".equal_bits", "false in a green cell");
+  ck.require(t.lhs_nans >= 0 && t.rhs_nans >= 0, at + ".lhs_nans", "negative count");
+  ck.require(static_cast<std::int64_t>(t.first_nans.size()) <= t.lhs_nans + t.rhs_nans,
+             at + ".first_nans", "more listed than counted");
+  ck.require(!green || passed(t), at + ".nan_policy",
+             fmt::format("NaN under nan_policy {} in a green cell", contract_name(t.nan_policy)));
 }
 
 void check_cell(Checker& ck, const Cell& c, const std::string& at) {

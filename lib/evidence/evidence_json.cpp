@@ -61,6 +61,10 @@ json accuracy_json(const AccuracyTensor& t) {
   } else {
     j["worst"] = nullptr;
   }
+  j["comparable"] = t.comparable;
+  j["nan_elements"] = t.nan_elements;
+  j["passed"] = passed(t);  // computed, so it cannot disagree with the counts
+  j["notes"] = t.notes;
   return j;
 }
 
@@ -76,18 +80,24 @@ json bitwise_json(const BitwiseTensor& t) {
   j["dtypes_equal"] = t.lhs_dtype == t.rhs_dtype;
   j["equal_bits"] = t.equal_bits;
   j["mismatches"] = t.mismatches;
-  json first = json::array();
-  for (const BitMismatch& m : t.first_mismatches)
-    first.push_back(json{{"index", dims(m.index)},
-                         {"lhs_bits", bits_hex(m.lhs_bits, t.lhs_dtype)},
-                         {"rhs_bits", bits_hex(m.rhs_bits, t.rhs_dtype)},
-                         {"lhs", num(m.lhs)},
-                         {"rhs", num(m.rhs)}});
-  j["first_mismatches"] = std::move(first);
+  const auto listed = [&t](const std::vector<BitMismatch>& ms) {
+    json a = json::array();
+    for (const BitMismatch& m : ms)
+      a.push_back(json{{"index", dims(m.index)},
+                       {"lhs_bits", bits_hex(m.lhs_bits, t.lhs_dtype)},
+                       {"rhs_bits", bits_hex(m.rhs_bits, t.rhs_dtype)},
+                       {"lhs", num(m.lhs)},
+                       {"rhs", num(m.rhs)}});
+    return a;
+  };
+  j["first_mismatches"] = listed(t.first_mismatches);
   j["lhs_nans"] = t.lhs_nans;
   j["rhs_nans"] = t.rhs_nans;
   j["signed_zero_mismatches"] = t.signed_zero_mismatches;
   j["notes"] = t.notes;
+  j["nan_policy"] = contract_name(t.nan_policy);
+  j["first_nans"] = listed(t.first_nans);
+  j["passed"] = passed(t);  // computed: equal bits, and no NaN under nan_policy fail
   return j;
 }
 

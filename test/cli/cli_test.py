@@ -43,7 +43,7 @@ class CliBasics(unittest.TestCase):
             self.assertEqual(rc, 2, args)
 
     def test_pending_subcommands_exit_2_without_output(self):
-        for sub in ("accuracy", "invariance", "parity", "audit", "gate"):
+        for sub in ("invariance", "parity", "audit", "gate"):
             rc, out, err = run(sub)
             self.assertEqual(rc, 2, sub)
             self.assertEqual(out, "", sub)
@@ -56,6 +56,42 @@ class CliBasics(unittest.TestCase):
         rows = [l for l in out.splitlines()[1:] if l.strip()]
         self.assertEqual(len(rows), 13)
         self.assertEqual(sum(1 for r in rows if r.split()[2] == "yes"), 12)
+
+
+class Accuracy(unittest.TestCase):
+    def test_accuracy_smoke_writes_evidence(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run("accuracy", "--op", "rms_norm", "--direction", "both",
+                               "--workload", SMOKE, "--out", d, cwd=ROOT)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("cpu_bf16", err)  # says which backend it fell back to
+            self.assertRegex(out.splitlines()[-1], r"^green \d+, red 0, N/A 0 of \d+ cells; evidence: ")
+            e = json.load(open(os.path.join(d, "accuracy-cpu_bf16.json")))
+            self.assertEqual(e["summary"]["red"], 0)
+            self.assertGreater(e["summary"]["green"], 0)
+            self.assertEqual(e["verdict"], "green")
+            for c in e["cells"]:
+                self.assertEqual(c["backend"]["actual"], "cpu_bf16")
+                self.assertRegex(c["fixture"]["hash"], r"^[0-9a-f]{32}$")
+                self.assertEqual(c["dtypes"]["reference"], "float32")
+                self.assertTrue(c["threshold"]["source"].startswith("judgments."))
+
+    def test_accuracy_bad_options_exit_2_nothing_written(self):
+        with tempfile.TemporaryDirectory() as d:
+            for args in (["--op", "no_such_op"], ["--direction", "sideways"], ["--tier", "huge"],
+                         ["--backend", "no_such_backend"]):
+                rc, out, err = run("accuracy", *args, "--workload", SMOKE, "--out", d)
+                self.assertEqual(rc, 2, args)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertEqual(os.listdir(d), [])
+
+    def test_accuracy_gpu_backend_without_gpu_exit_3(self):
+        rc, out, err = run("env", "--json")
+        if json.loads(out)["environment"]["gpu"] is not None:
+            self.skipTest("a GPU is present")
+        rc, out, err = run("accuracy", "--op", "rms_norm", "--backend", "cuda_bf16", "--workload", SMOKE)
+        self.assertEqual(rc, 3)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
 
 
 class Env(unittest.TestCase):

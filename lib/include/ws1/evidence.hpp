@@ -112,7 +112,12 @@ struct AccuracyTensor {
   std::int64_t numel = 0;
   std::int64_t violations = 0;  // elements outside atol + rtol * |reference|
   ErrorStats abs_error, rel_error, ulp_distance;  // ulp in units of the candidate dtype
-  std::optional<WorstElement> worst;  // absent for an empty tensor
+  std::optional<WorstElement> worst;  // absent for an empty tensor or one not compared
+  // false: the pair could not be compared element by element (shapes differ, a dtype the
+  // judgment does not accept); notes say why, and the tensor fails whatever its counts.
+  bool comparable = true;
+  std::int64_t nan_elements = 0;   // elements with a NaN on either side; each is a violation
+  std::vector<std::string> notes;  // e.g. why not comparable, how NaNs were treated
 };
 
 struct BitMismatch {
@@ -132,7 +137,17 @@ struct BitwiseTensor {
   std::int64_t lhs_nans = 0, rhs_nans = 0;
   std::int64_t signed_zero_mismatches = 0;  // +0 against -0 (they differ under raw bits)
   std::vector<std::string> notes;           // e.g. the NaN policy that applied
+  // The contract's invariance NaN policy that applied: under kFail any NaN on either side
+  // fails the tensor even where both sides hold the same bits (equal_bits stays a statement
+  // about the bits alone).
+  NanPolicy nan_policy = NanPolicy::kFail;
+  std::vector<BitMismatch> first_nans;  // the first elements holding a NaN on either side
 };
+
+// Whether a tensor passes its judgment: comparable and no violation; equal bits, and no NaN
+// when the NaN policy is kFail.
+bool passed(const AccuracyTensor& t);
+bool passed(const BitwiseTensor& t);
 
 // A chain-parity metric (max_abs_dlogp, approx_kl0, ...). Passes when value <= threshold;
 // a metric without threshold is reported only.

@@ -133,7 +133,7 @@ struct RequiredNode {
   std::string status;
 };
 
-struct BackendProfile {
+struct WorkloadProfile {
   std::string name;
   std::string backend_family;
   std::string execution_dtype;
@@ -180,14 +180,14 @@ struct Manifest {
   std::map<std::string, std::string> operator_spec_map;  // node name -> op name
   std::vector<std::pair<std::string, std::string>> required_chain_ops;  // (op, status)
 
-  std::vector<BackendProfile> profiles;  // in file order
+  std::vector<WorkloadProfile> profiles;  // in file order
   std::vector<RepresentativeCase> cases;  // in file order
 
   std::string identity_sha256;  // stored fixture_identity_sha256, equal to the recomputed one
 
   std::int64_t total_tokens() const;   // sum of sample seq_len (59)
   std::int64_t active_tokens() const;  // sum of completion lengths (27)
-  const BackendProfile* profile(std::string_view name) const;
+  const WorkloadProfile* profile(std::string_view name) const;
   const Sample* sample(std::string_view sample_id) const;
   const RepresentativeCase* find_case(std::string_view case_id) const;
 };

@@ -1,0 +1,99 @@
+#include "run_support.hpp"
+
+#include <fmt/core.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
+#include "common.hpp"
+#include "ws1/op_catalogue.hpp"
+
+namespace ws1cli {
+
+void add_run_options(CLI::App* sub, std::string& backend, std::string& contract,
+                     std::string& workload, std::string& out, bool& json, unsigned& threads) {
+  sub->add_option("--backend", backend, "cpu_bf16 | cuda_bf16 (default: cuda_bf16 with a GPU)");
+  sub->add_option("--contract", contract, "tolerance contract")->default_str(default_contract());
+  sub->add_option("--workload", workload, "workload manifest")->default_str(default_workload());
+  sub->add_option("--out", out, "directory for the evidence artifact")->default_str(out);
+  sub->add_flag("--json", json, "print the evidence artifact on stdout instead of the table");
+  sub->add_option("--threads", threads, "CPU threads (0: all cores)");
+}
+
+ws1::Result<std::vector<const ws1::Op*>> select_ops(const std::string& op) {
+  std::vector<const ws1::Op*> out;
+  if (op == "all") {
+    for (const auto& info : ws1::op_catalogue()) {
+      const ws1::Op* impl = ws1::find_op_impl(info.name);
+      if (impl == nullptr)
+        return ws1::bad_input("--op", std::string(info.name), "no implementation in this build");
+      out.push_back(impl);
+    }
+    return out;
+  }
+  if (!ws1::find_op(op)) return ws1::bad_input("--op", op, "unknown op (see `ws1check ops`)");
+  const ws1::Op* impl = ws1::find_op_impl(op);
+  if (impl == nullptr) return ws1::bad_input("--op", op, "no implementation in this build");
+  out.push_back(impl);
+  return out;
+}
+
+ws1::Result<std::unique_ptr<ws1::Backend>> open_backend(const std::string& name, bool gpu_present) {
+  if (name.empty()) {
+    if (gpu_present)
+      spdlog::warn("a GPU is present but the cuda_bf16 backend is not built yet: using cpu_bf16");
+    else
+      spdlog::info("no GPU: using the cpu_bf16 backend");
+    return ws1::make_backend("cpu_bf16");
+  }
+  if ((name == "cuda_bf16" || name == "triton_cuda_bf16") && !gpu_present)
+    return ws1::Error{"--backend", name, "needs a CUDA device and none was found",
+                      ws1::ExitCode::kEnvironment};
+  return ws1::make_backend(name);
+}
+
+namespace {
+
+std::string worst_text(const ws1::Cell& c) {
+  // The tensor with the smallest margin, as "name |err| vs allowed".
+  const ws1::AccuracyTensor* worst = nullptr;
+  for (const auto& t : c.accuracy)
+    if (t.worst && (worst == nullptr || t.worst->margin < worst->worst->margin)) worst = &t;
+  if (worst == nullptr) return c.reason;
+  const auto& w = *worst->worst;
+  return fmt::format("{}: |err| {:.3g} vs allowed {:.3g} ({:.0f}%) at {}", worst->name,
+                     std::fabs(w.candidate - w.reference), w.allowed,
+                     100.0 * std::fabs(w.candidate - w.reference) / w.allowed,
+                     fmt::join(w.index, ","));
+}
+
+}  // namespace
+
+int finish_run(ws1::Evidence& evidence, const std::string& out, const std::string& name,
+               bool json) {
+  evidence.finished = ws1::utc_now_iso8601();
+  auto text = ws1::evidence_json(evidence, out + "/" + name + ".json");
+  if (!text) return report(text.error());
+  auto path = ws1::write_evidence(evidence, out, name);
+  if (!path) return report(path.error());
+  const ws1::Summary s = ws1::summarize(evidence.cells);
+  if (json) {
+    fmt::print("{}", *text);
+  } else {
+    std::size_t width = 4;
+    for (const auto& c : evidence.cells) width = std::max(width, c.id.size());
+    fmt::print("{:<{}}  {:<5}  {}\n", "cell", width, "verdict", "worst element vs allowed | reason");
+    for (const auto& c : evidence.cells) {
+      const std::string detail = c.verdict == ws1::Verdict::kGreen ? worst_text(c)
+                                 : c.verdict == ws1::Verdict::kNa  ? c.reason
+                                                                   : c.reason;
+      fmt::print("{:<{}}  {:<7}  {}\n", c.id, width, ws1::verdict_name(c.verdict), detail);
+    }
+    fmt::print("green {}, red {}, N/A {} of {} cells; evidence: {}\n", s.green, s.red, s.na,
+               s.total, path->string());
+  }
+  return s.red > 0 ? exit_code(ws1::ExitCode::kRed) : 0;
+}
+
+}  // namespace ws1cli

@@ -1,0 +1,36 @@
+// A backend runs the candidate kernels of the ops (cpu_bf16 here; cuda_bf16 and external
+// processes later). The judges and the FP32 references do not depend on it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "ws1/error.hpp"
+#include "ws1/evidence.hpp"
+#include "ws1/op.hpp"
+
+namespace ws1 {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // The profile name it answers to: "cpu_bf16", "cuda_bf16", ...
+  virtual std::string name() const = 0;
+  // The kernel that ran, with the build it came from (evidence §10: "underlying kernel ID").
+  virtual std::string kernel_id(const Op& op, Direction direction) const = 0;
+  virtual Result<Tensors> forward(const Op& op, const Tensors& in, const OpContext& ctx) = 0;
+  virtual Result<Tensors> backward(const Op& op, const Tensors& in, const OpContext& ctx) = 0;
+  // Precision state read back on this backend's path (TF32, cuBLAS math mode).
+  virtual RuntimeReadback readback() const { return {}; }
+};
+
+// The CPU candidates of lib/ops (the same algorithms and declared reduction orders as the
+// GPU kernels), usable on any machine.
+std::unique_ptr<Backend> make_cpu_bf16_backend();
+
+// The backend named `name` ("cpu_bf16"; others as they are built). Unknown or unavailable
+// names are errors naming the option.
+Result<std::unique_ptr<Backend>> make_backend(std::string_view name);
+
+}  // namespace ws1

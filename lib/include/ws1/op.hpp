@@ -1,0 +1,81 @@
+// One op of the catalogue (DESIGN §6): its spec, its FP32 reference (spec §3.1) and its
+// cpu_bf16 candidate. Each op lives in one file, lib/ops/<name>.cpp.
+//
+// Tensors travel by name. Forward inputs are the fixture's tensors (bf16 activations and
+// weights, int64 ids). Backward additionally reads the upstream gradient of each output as
+// "dy.<output>" and returns the gradient of each differentiable input as "d<input>".
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ws1/contract.hpp"
+#include "ws1/dtype.hpp"
+#include "ws1/error.hpp"
+#include "ws1/op_catalogue.hpp"
+#include "ws1/tensor.hpp"
+
+namespace ws1 {
+
+using Tensors = std::vector<NamedTensor>;
+
+// The tensor called `name`, or nullptr.
+const Tensor* find_tensor(std::span<const NamedTensor> tensors, std::string_view name);
+
+// Settings an op reads besides its tensors: model constants from the manifest and the
+// contract's declarations (DESIGN §3). Built once per run by make_op_context().
+struct OpContext {
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 1e6;
+  std::int64_t num_attention_heads = 0;
+  std::int64_t num_key_value_heads = 0;
+  std::int64_t head_dim = 0;
+  RmsNormOrder rms_norm_order = RmsNormOrder::kKernel;  // contract: rms_norm_rounding
+  std::int64_t k_tree_leaf = 32;                        // contract: det_gemm exception
+  std::int64_t ignore_index = -100;                     // batch_invariant_logp
+  unsigned threads = 0;                                 // 0: hardware concurrency
+};
+
+// An output (or gradient) the op produces and the dtype the candidate must give it.
+// References always produce float32 (spec §3.1, condition 4).
+struct TensorDecl {
+  std::string name;
+  DType candidate_dtype = DType::kBF16;
+};
+
+class Op {
+ public:
+  virtual ~Op() = default;
+
+  const OpInfo& info() const { return info_; }
+  std::string_view name() const { return info_.name; }
+
+  // Forward outputs, e.g. {"y", bf16}; logprob outputs are float32 (spec §2.1).
+  virtual std::vector<TensorDecl> outputs() const = 0;
+  // Gradients backward returns, e.g. {"dx", bf16}, {"dweight", bf16}. Empty: no backward.
+  virtual std::vector<TensorDecl> gradients() const = 0;
+
+  // FP32 reference: same inputs upcast, original definition in FP32, FP32 outputs.
+  virtual Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const = 0;
+  virtual Result<Tensors> reference_backward(const Tensors& in, const OpContext& ctx) const = 0;
+
+  // cpu_bf16 candidate: bf16 in/out, FP32 accumulation, fixed reduction order, deterministic.
+  virtual Result<Tensors> cpu_forward(const Tensors& in, const OpContext& ctx) const = 0;
+  virtual Result<Tensors> cpu_backward(const Tensors& in, const OpContext& ctx) const = 0;
+
+ protected:
+  explicit Op(const OpInfo& info) : info_(info) {}
+
+ private:
+  OpInfo info_;
+};
+
+// The registry: every op of the catalogue that has an implementation, in catalogue order.
+std::span<const Op* const> all_ops();
+const Op* find_op_impl(std::string_view name);
+
+}  // namespace ws1

@@ -1,0 +1,105 @@
+// Cell verdicts and their reasons from the judges' records, and the contract row as the
+// evidence records it.
+#include <fmt/format.h>
+
+#include "ws1/judge.hpp"
+
+namespace ws1 {
+namespace {
+
+constexpr std::string_view kNothingCompared = "no tensor was compared";
+
+std::string hex(std::uint64_t bits, DType t) {
+  return fmt::format("0x{:0{}x}", bits, static_cast<int>(dtype_size(t) * 2));
+}
+
+std::string accuracy_problem(const AccuracyTensor& t) {
+  if (!t.comparable)
+    return fmt::format("{}: not compared: {}", t.name,
+                       t.notes.empty() ? std::string("no reason recorded") : t.notes.front());
+  std::string s = fmt::format("{}: {} of {} elements outside atol + rtol * |reference|", t.name,
+                              t.violations, t.numel);
+  if (t.nan_elements > 0) s += fmt::format(" ({} with NaN)", t.nan_elements);
+  if (t.worst)
+    s += fmt::format("; worst at {}: candidate {}, reference {}, allowed {}, margin {}",
+                     shape_string(t.worst->index), t.worst->candidate, t.worst->reference,
+                     t.worst->allowed, t.worst->margin);
+  return s;
+}
+
+std::string bitwise_problem(const BitwiseTensor& t) {
+  if (t.lhs_shape != t.rhs_shape)
+    return fmt::format("{}: shapes differ: lhs {}, rhs {}", t.name, shape_string(t.lhs_shape),
+                       shape_string(t.rhs_shape));
+  if (t.lhs_dtype != t.rhs_dtype)
+    return fmt::format("{}: dtypes differ: lhs {}, rhs {}", t.name,
+                       dtype_contract_name(t.lhs_dtype), dtype_contract_name(t.rhs_dtype));
+  std::vector<std::string> parts;
+  if (t.mismatches > 0) {
+    std::string s = fmt::format("{} element(s) differ in their bits", t.mismatches);
+    if (t.signed_zero_mismatches > 0)
+      s += fmt::format(" ({} are +0 against -0)", t.signed_zero_mismatches);
+    if (!t.first_mismatches.empty()) {
+      const BitMismatch& m = t.first_mismatches.front();
+      s += fmt::format("; first at {}: lhs {}, rhs {}", shape_string(m.index),
+                       hex(m.lhs_bits, t.lhs_dtype), hex(m.rhs_bits, t.rhs_dtype));
+    }
+    parts.push_back(std::move(s));
+  }
+  if (t.nan_policy == NanPolicy::kFail && (t.lhs_nans > 0 || t.rhs_nans > 0)) {
+    std::string s =
+        fmt::format("NaN under nan_policy fail (lhs {}, rhs {})", t.lhs_nans, t.rhs_nans);
+    if (!t.first_nans.empty()) {
+      const BitMismatch& m = t.first_nans.front();
+      s += fmt::format("; first at {}: lhs {}, rhs {}", shape_string(m.index),
+                       hex(m.lhs_bits, t.lhs_dtype), hex(m.rhs_bits, t.rhs_dtype));
+    }
+    parts.push_back(std::move(s));
+  }
+  return fmt::format("{}: {}", t.name, fmt::join(parts, "; "));
+}
+
+template <class T, class Problem>
+std::string reason(std::span<const T> tensors, Problem problem) {
+  if (tensors.empty()) return std::string(kNothingCompared);
+  std::vector<std::string> parts;
+  for (const T& t : tensors)
+    if (!passed(t)) parts.push_back(problem(t));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+template <class T>
+Verdict verdict(std::span<const T> tensors) {
+  if (tensors.empty()) return Verdict::kRed;
+  for (const T& t : tensors)
+    if (!passed(t)) return Verdict::kRed;
+  return Verdict::kGreen;
+}
+
+}  // namespace
+
+Verdict accuracy_verdict(std::span<const AccuracyTensor> tensors) { return verdict(tensors); }
+Verdict bitwise_verdict(std::span<const BitwiseTensor> tensors) { return verdict(tensors); }
+
+std::string accuracy_reason(std::span<const AccuracyTensor> tensors) {
+  return reason(tensors, accuracy_problem);
+}
+std::string bitwise_reason(std::span<const BitwiseTensor> tensors) {
+  return reason(tensors, bitwise_problem);
+}
+
+Result<CellThreshold> cell_threshold(const Threshold& threshold, std::string_view contract_file) {
+  if (!threshold.tolerance)
+    return bad_input(std::string(contract_file), threshold.source,
+                     fmt::format("the row ({}) declares no tolerance to judge by",
+                                 contract_name(threshold.status)));
+  CellThreshold c;
+  c.mode = threshold.tolerance->mode == CompareMode::kBitwise ? ThresholdMode::kBitwise
+                                                              : ThresholdMode::kTolerance;
+  c.atol = threshold.tolerance->atol;
+  c.rtol = threshold.tolerance->rtol;
+  c.source = threshold.source;
+  return c;
+}
+
+}  // namespace ws1

@@ -1,0 +1,110 @@
+// lm_head (DESIGN §6; NOTES §c): logits[T,V] = hidden[T,H] @ weight[V,H]^T, untied, no bias.
+// Inputs hidden [..., H] bf16 (leading dims are rows, e.g. [T,H] or [1,T,H]), weight [V,H]
+// bf16 (Hugging Face [out, in]); gradient seed dy.logits [..., V] bf16.
+//
+// Reduction order (both paths, every output element, gemm_cpu.hpp): the sum over H is cut
+// into 32-wide chunks; each chunk is an FP32 fma chain from 0.0f in h order; the chunk sums
+// are folded left to right in FP32 from 0.0f. No step depends on the number of rows, the
+// vocabulary tiling or the thread count, so a row's logits do not depend on the rest of the
+// batch.
+// Reference: that FP32 sum, FP32 output. Candidate (cpu_bf16): the same FP32 sum rounded once
+// to bf16 — bitwise the reference rounded to bf16.
+// Backward (analytic, same definition): dhidden = dy @ weight (sum over V) and
+// dweight = dy^T @ hidden (sum over the rows T), each in the same chunked FP32 order over its
+// own reduction dimension; FP32 outputs (reference) or bf16 outputs (candidate). dweight sums
+// over the rows of the call, so it depends on them by definition; dhidden's rows do not.
+#include <string>
+
+#include "gemm_cpu.hpp"
+#include "op_support.hpp"
+
+namespace ws1::ops {
+namespace {
+
+enum class Path { kReference, kCandidate };
+
+DType out_dtype(Path path) { return path == Path::kReference ? DType::kF32 : DType::kBF16; }
+
+// hidden as a [rows, H] matrix view (a copy only when its layout cannot be viewed as one).
+struct Hidden {
+  Tensor storage;
+  std::int64_t rows = 0, width = 0;
+};
+
+Hidden hidden_rows(std::string_view op, const Tensor& h, const Tensor& w) {
+  require(h.dim() >= 1, op, "hidden", "needs at least one dimension");
+  const std::int64_t width = h.shape().back();
+  require(w.shape()[1] == width, op, "weight",
+          "shape " + shape_string(w.shape()) + " does not fit hidden " + shape_string(h.shape()) +
+              " (needs [V, " + std::to_string(width) + "])");
+  const std::int64_t rows = numel(Shape(h.shape().begin(), h.shape().end() - 1));
+  if (h.dim() == 2) return {h, rows, width};
+  const Tensor c = h.is_contiguous() ? h : h.contiguous();
+  return {c.view({rows, width}), rows, width};
+}
+
+Shape logits_shape(const Tensor& h, const Tensor& w) {
+  Shape s = h.shape();
+  s.back() = w.shape()[0];
+  return s;
+}
+
+gemm::Options options(const OpContext& ctx) { return {ctx.threads, true}; }
+
+Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx, Path path) {
+  return guarded(op, [&] {
+    const Tensor& ht = input(in, op, "hidden", DType::kBF16);
+    const Tensor& wt = input(in, op, "weight", DType::kBF16, 2);
+    const Hidden h = hidden_rows(op, ht, wt);
+    Tensor logits = gemm::gemm(gemm::matrix(h.storage), gemm::transposed(gemm::matrix(wt)),
+                               out_dtype(path), gemm::fp32_chunked(), options(ctx));
+    return Tensors{{"logits", logits.view(logits_shape(ht, wt))}};
+  });
+}
+
+Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx, Path path) {
+  return guarded(op, [&] {
+    const Tensor& ht = input(in, op, "hidden", DType::kBF16);
+    const Tensor& wt = input(in, op, "weight", DType::kBF16, 2);
+    const Tensor& dyt = input(in, op, "dy.logits", DType::kBF16);
+    const Hidden h = hidden_rows(op, ht, wt);
+    const Shape want = logits_shape(ht, wt);
+    require(dyt.shape() == want, op, "dy.logits",
+            "shape " + shape_string(dyt.shape()) + " (expected the logits' shape " + shape_string(want) + ")");
+    const Tensor dy2 = dyt.dim() == 2 ? dyt : (dyt.is_contiguous() ? dyt : dyt.contiguous()).view({h.rows, want.back()});
+    const gemm::ConstMatrix hm = gemm::matrix(h.storage), wm = gemm::matrix(wt), g = gemm::matrix(dy2);
+    Tensor dh = gemm::gemm(g, wm, out_dtype(path), gemm::fp32_chunked(), options(ctx));                   // over V
+    Tensor dw = gemm::gemm(gemm::transposed(g), hm, out_dtype(path), gemm::fp32_chunked(), options(ctx));  // over T
+    return Tensors{{"dhidden", dh.view(ht.shape())}, {"dweight", std::move(dw)}};
+  });
+}
+
+class LmHead final : public Op {
+ public:
+  LmHead() : Op(*find_op("lm_head")) {}
+  std::vector<TensorDecl> outputs() const override { return {{"logits", DType::kBF16}}; }
+  std::vector<TensorDecl> gradients() const override {
+    return {{"dhidden", DType::kBF16}, {"dweight", DType::kBF16}};
+  }
+  Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const override {
+    return forward(name(), in, ctx, Path::kReference);
+  }
+  Result<Tensors> reference_backward(const Tensors& in, const OpContext& ctx) const override {
+    return backward(name(), in, ctx, Path::kReference);
+  }
+  Result<Tensors> cpu_forward(const Tensors& in, const OpContext& ctx) const override {
+    return forward(name(), in, ctx, Path::kCandidate);
+  }
+  Result<Tensors> cpu_backward(const Tensors& in, const OpContext& ctx) const override {
+    return backward(name(), in, ctx, Path::kCandidate);
+  }
+};
+
+}  // namespace
+
+const Op& lm_head_op() {
+  static const LmHead op;
+  return op;
+}
+
+}  // namespace ws1::ops

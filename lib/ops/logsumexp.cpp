@@ -1,0 +1,188 @@
+#include "logsumexp.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "op_support.hpp"
+#include "ws1/numeric.hpp"
+
+namespace ws1::ops {
+
+LseState lse_chunk(const float* x, std::int64_t n) {
+  LseState s;
+  for (std::int64_t i = 0; i < n; ++i) s.max = x[i] > s.max ? x[i] : s.max;
+  if (s.max == -std::numeric_limits<float>::infinity()) return s;  // empty or all -inf
+  for (std::int64_t i = 0; i < n; ++i) s.sum += std::exp(x[i] - s.max);
+  // A NaN element is skipped by the max but makes the sum NaN, so it reaches the result.
+  return s;
+}
+
+void lse_merge(LseState& acc, const LseState& chunk) {
+  if (chunk.max == -std::numeric_limits<float>::infinity()) return;
+  // The smaller maximum's sum is rescaled onto the larger one: one exp, one fused
+  // multiply-add (the first chunk lands here with acc.sum = 0, so it is taken unchanged).
+  if (chunk.max > acc.max) {
+    acc.sum = std::fma(acc.sum, std::exp(acc.max - chunk.max), chunk.sum);
+    acc.max = chunk.max;
+  } else {
+    acc.sum = std::fma(chunk.sum, std::exp(chunk.max - acc.max), acc.sum);
+  }
+}
+
+float lse_value(const LseState& s) { return s.max + std::log(s.sum); }
+
+LseState lse_candidate_state(const float* x, std::int64_t n) {
+  LseState acc;
+  for (std::int64_t c = 0; c < n; c += kLseChunk) lse_merge(acc, lse_chunk(x + c, std::min(kLseChunk, n - c)));
+  return acc;
+}
+
+float lse_candidate(const float* x, std::int64_t n) { return lse_value(lse_candidate_state(x, n)); }
+
+namespace {
+
+// Pairwise summation: error grows with log(n), not n.
+float pairwise_sum(const float* v, std::int64_t n) {
+  if (n <= 16) {
+    float s = 0.0f;
+    for (std::int64_t i = 0; i < n; ++i) s += v[i];
+    return s;
+  }
+  const std::int64_t half = n / 2;
+  return pairwise_sum(v, half) + pairwise_sum(v + half, n - half);
+}
+
+}  // namespace
+
+float lse_reference(const float* x, std::int64_t n, float* scratch) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (std::int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  if (m == -std::numeric_limits<float>::infinity()) return m;
+  for (std::int64_t i = 0; i < n; ++i) scratch[i] = std::exp(x[i] - m);
+  return m + std::log(pairwise_sum(scratch, n));
+}
+
+float bf16_bits_to_f32(std::uint16_t bits) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+namespace {
+
+struct LogitRows {
+  std::int64_t rows = 0, vocab = 0;
+  std::vector<std::int64_t> targets;
+  std::vector<bool> ignored;
+};
+
+// Checks logits [..., V] against targets [...] and every target against [0, V).
+LogitRows logit_rows(std::string_view op, const Tensor& logits, const Tensor& targets,
+                     const OpContext& ctx, bool honour_ignore_index) {
+  require(logits.dim() >= 1, op, "logits", "needs at least one dimension (the vocabulary)");
+  LogitRows r;
+  r.vocab = logits.shape().back();
+  require(r.vocab >= 1, op, "logits", "the vocabulary dimension is empty");
+  const Shape lead(logits.shape().begin(), logits.shape().end() - 1);
+  require(targets.shape() == lead, op, "targets",
+          fmt::format("shape {} does not match logits {} without its last dimension",
+                      shape_string(targets.shape()), shape_string(logits.shape())));
+  r.targets = to_i64(targets);
+  r.rows = static_cast<std::int64_t>(r.targets.size());
+  r.ignored.assign(r.targets.size(), false);
+  for (std::size_t i = 0; i < r.targets.size(); ++i) {
+    const std::int64_t y = r.targets[i];
+    if (honour_ignore_index && y == ctx.ignore_index) {
+      r.ignored[i] = true;
+      continue;
+    }
+    require(y >= 0 && y < r.vocab, op, "targets",
+            honour_ignore_index
+                ? fmt::format("target {} at element {} is outside [0, {}) and is not ignore_index {}",
+                              y, i, r.vocab, ctx.ignore_index)
+                : fmt::format("target {} at element {} is outside [0, {})", y, i, r.vocab));
+  }
+  return r;
+}
+
+// Row r of bf16 logits as float32.
+void load_row(const std::uint16_t* logits, std::int64_t r, std::int64_t vocab, float* row) {
+  const std::uint16_t* p = logits + r * vocab;
+  for (std::int64_t i = 0; i < vocab; ++i) row[i] = bf16_bits_to_f32(p[i]);
+}
+
+float row_lse(LogpPath path, const float* row, std::int64_t vocab, std::vector<float>& scratch) {
+  if (path == LogpPath::kCandidate) return lse_candidate(row, vocab);
+  return lse_reference(row, vocab, scratch.data());
+}
+
+}  // namespace
+
+Result<Tensors> selected_logp_forward(std::string_view op, const Tensors& in,
+                                      const OpContext& ctx, LogpPath path,
+                                      bool honour_ignore_index) {
+  return guarded(op, [&] {
+    const Tensor& logits = input(in, op, "logits", DType::kBF16);
+    const Tensor& targets = input(in, op, "targets", DType::kI64);
+    const LogitRows s = logit_rows(op, logits, targets, ctx, honour_ignore_index);
+    const Tensor lc = logits.is_contiguous() ? logits : logits.contiguous();
+    const auto* px = lc.data<std::uint16_t>();
+    std::vector<float> out(static_cast<std::size_t>(s.rows), 0.0f);
+    parallel_for(s.rows, ctx.threads, [&](std::int64_t b, std::int64_t e) {
+      std::vector<float> row(static_cast<std::size_t>(s.vocab));
+      std::vector<float> scratch(path == LogpPath::kReference ? row.size() : 0);
+      for (std::int64_t r = b; r < e; ++r) {
+        const auto ri = static_cast<std::size_t>(r);
+        if (s.ignored[ri]) continue;  // logp +0
+        load_row(px, r, s.vocab, row.data());
+        out[ri] = row[static_cast<std::size_t>(s.targets[ri])] - row_lse(path, row.data(), s.vocab, scratch);
+      }
+    });
+    return Tensors{{"logp", f32_tensor(targets.shape(), std::move(out))}};
+  });
+}
+
+Result<Tensors> selected_logp_backward(std::string_view op, const Tensors& in,
+                                       const OpContext& ctx, LogpPath path,
+                                       bool honour_ignore_index) {
+  return guarded(op, [&] {
+    const Tensor& logits = input(in, op, "logits", DType::kBF16);
+    const Tensor& targets = input(in, op, "targets", DType::kI64);
+    const Tensor& dyt = input(in, op, "dy.logp", DType::kF32);
+    const LogitRows s = logit_rows(op, logits, targets, ctx, honour_ignore_index);
+    require(dyt.shape() == targets.shape(), op, "dy.logp",
+            fmt::format("shape {} differs from targets {}", shape_string(dyt.shape()),
+                        shape_string(targets.shape())));
+    const std::vector<float> dy = to_f32(dyt);
+    const Tensor lc = logits.is_contiguous() ? logits : logits.contiguous();
+    const auto* px = lc.data<std::uint16_t>();
+    // Zero-filled: ignored rows keep an all +0 gradient.
+    Tensor grad(path == LogpPath::kReference ? DType::kF32 : DType::kBF16, logits.shape());
+    float* g32 = path == LogpPath::kReference ? grad.data<float>() : nullptr;
+    std::uint16_t* g16 = path == LogpPath::kCandidate ? grad.data<std::uint16_t>() : nullptr;
+    parallel_for(s.rows, ctx.threads, [&](std::int64_t b, std::int64_t e) {
+      std::vector<float> row(static_cast<std::size_t>(s.vocab));
+      std::vector<float> scratch(path == LogpPath::kReference ? row.size() : 0);
+      for (std::int64_t r = b; r < e; ++r) {
+        const auto ri = static_cast<std::size_t>(r);
+        if (s.ignored[ri]) continue;
+        load_row(px, r, s.vocab, row.data());
+        const float lse = row_lse(path, row.data(), s.vocab, scratch);
+        const std::int64_t y = s.targets[ri];
+        const float d = dy[ri];
+        for (std::int64_t i = 0; i < s.vocab; ++i) {
+          const float p = std::exp(row[static_cast<std::size_t>(i)] - lse);
+          const float gv = d * ((i == y ? 1.0f : 0.0f) - p);
+          if (g32 != nullptr)
+            g32[r * s.vocab + i] = gv;
+          else
+            g16[r * s.vocab + i] = to_bf16(gv).bits;
+        }
+      }
+    });
+    return Tensors{{"dlogits", std::move(grad)}};
+  });
+}
+
+}  // namespace ws1::ops

@@ -1,0 +1,52 @@
+// Internal helpers shared by the ops: checked input access, bf16 <-> float32 buffers, row
+// parallelism, the fixed-order reductions several ops use. Nothing op-specific lives here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ws1/error.hpp"
+#include "ws1/op.hpp"
+#include "ws1/tensor.hpp"
+
+namespace ws1::ops {
+
+// Thrown inside an op when its inputs do not fit; OpGuard turns it into the op's Error.
+struct OpInputError {
+  Error error;
+};
+
+// The input `name`, which must exist with `dtype` and `rank` (rank < 0: any). Fails with
+// "<op>: <name>: problem".
+const Tensor& input(const Tensors& in, std::string_view op, std::string_view name, DType dtype,
+                    int rank = -1);
+// Fails unless `cond`, saying `problem` about `op`'s tensor `name`.
+void require(bool cond, std::string_view op, std::string_view name, const std::string& problem);
+
+// Runs `body` and converts an OpInputError (or std::logic_error from the tensor layer)
+// into an Error naming the op.
+Result<Tensors> guarded(std::string_view op, const std::function<Tensors()>& body);
+
+// A tensor's elements as float32 (bf16/f16/f32 upcast exactly), row-major.
+std::vector<float> to_f32(const Tensor& t);
+// A float32 tensor holding `values` (moved), and a bf16 tensor of their RNE rounding.
+Tensor f32_tensor(const Shape& shape, std::vector<float> values);
+Tensor bf16_tensor(const Shape& shape, std::span<const float> values);
+// The int64 elements of an integer tensor (I32 or I64), row-major.
+std::vector<std::int64_t> to_i64(const Tensor& t);
+
+// Splits [0, n) into contiguous blocks over `threads` workers (0: hardware concurrency) and
+// calls body(begin, end) for each. Each index is handled by exactly one call, so results that
+// are written per index do not depend on the thread count.
+void parallel_for(std::int64_t n, unsigned threads, const std::function<void(std::int64_t, std::int64_t)>& body);
+
+// Sum of x[i]*x[i] in fixed 32-wide chunks: each chunk accumulated left to right in FP32 with
+// fused multiply-adds, then the
+// chunk sums left to right (the statistic of DESIGN §6 rms_norm; independent of row count).
+float chunked_sum_squares(const float* x, std::int64_t n);
+
+}  // namespace ws1::ops

@@ -1,0 +1,124 @@
+// pack (DESIGN §6, NOTES §c): varlen packing, a layout helper with no arithmetic.
+//   (x [B, S, *tail] bf16, mask [B, S] bool) -> packed [A, *tail], cu_seqlens [B+1] int64
+// where A = number of true mask entries. The active rows are kept in row-major (b, s) order,
+// as x.reshape(-1, *tail)[mask.reshape(-1)]; cu_seqlens[0] = 0 and cu_seqlens[b+1] =
+// cu_seqlens[b] + (active rows of sequence b). A token-major x [T, *tail] with mask [T] is
+// one sequence (B = 1). Mask bytes must be 0 or 1.
+//
+// Forward: the reference upcasts the packed rows to FP32 (exact), the cpu_bf16 candidate
+// copies their bf16 bits; cu_seqlens is int64 on both paths.
+// Backward: dx has x's shape; the rows of dy.packed go back to the active rows in the same
+// order, every inactive row is +0. Reference FP32 (exact upcast), candidate the bf16 bits.
+// Upstream treats pack as profile-independent (N/A in its C8 matrix); it is fully
+// implemented here and the runner decides what to judge.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "elementwise.hpp"
+
+namespace ws1::ops {
+namespace {
+
+struct Packing {
+  std::vector<std::int64_t> active;  // flat (b, s) row index of each packed row, in order
+  std::vector<std::int64_t> cu_seqlens;
+  std::int64_t width = 0;            // elements per row (product of the tail)
+  Shape packed_shape;                // [A, *tail]
+};
+
+Packing packing_of(std::string_view op, const Tensors& in, const Shape& x_shape) {
+  const Tensor& mt = input(in, op, "mask", DType::kBool);
+  const auto r = static_cast<std::size_t>(mt.dim());
+  require(r == 1 || r == 2, op, "mask",
+          fmt::format("shape {} (expected [B, S] or [T])", shape_string(mt.shape())));
+  require(x_shape.size() >= r && Shape(x_shape.begin(), x_shape.begin() + static_cast<std::ptrdiff_t>(r)) == mt.shape(),
+          op, "mask",
+          fmt::format("shape {} is not the leading dimensions of x {}", shape_string(mt.shape()),
+                      shape_string(x_shape)));
+  const Tensor m = mt.is_contiguous() ? mt : mt.contiguous();
+  const auto* bits = m.data<std::uint8_t>();
+  const Shape tail(x_shape.begin() + static_cast<std::ptrdiff_t>(r), x_shape.end());
+  Packing p;
+  p.width = numel(tail);
+  const std::int64_t seqs = r == 2 ? mt.shape()[0] : 1;
+  const std::int64_t len = mt.shape().back();
+  p.cu_seqlens.push_back(0);
+  for (std::int64_t b = 0; b < seqs; ++b) {
+    for (std::int64_t s = 0; s < len; ++s) {
+      const std::int64_t k = b * len + s;
+      require(bits[k] <= 1, op, "mask",
+              fmt::format("element {} holds byte {} (a bool must be 0 or 1)", k, bits[k]));
+      if (bits[k] == 1) p.active.push_back(k);
+    }
+    p.cu_seqlens.push_back(static_cast<std::int64_t>(p.active.size()));
+  }
+  p.packed_shape = {static_cast<std::int64_t>(p.active.size())};
+  p.packed_shape.insert(p.packed_shape.end(), tail.begin(), tail.end());
+  return p;
+}
+
+// A new tensor of `shape` (rows of `width` elements) filled from the bf16 rows of `src`:
+// gather: out row k = src row rows[k]; scatter: out row rows[k] = src row k. FP32 (exact
+// upcast) on the reference path, the bf16 bits on the candidate path; untouched rows +0.
+Tensor move_rows(const Tensor& srct, const Shape& shape, std::int64_t width,
+                 const std::vector<std::int64_t>& rows, bool gather, PointwisePath path,
+                 unsigned threads) {
+  const Tensor src = srct.is_contiguous() ? srct : srct.contiguous();
+  const auto* in = src.data<std::uint16_t>();
+  Tensor out(path == PointwisePath::kReference ? DType::kF32 : DType::kBF16, shape);
+  float* out_f32 = path == PointwisePath::kReference ? out.data<float>() : nullptr;
+  auto* out_bf16 = path == PointwisePath::kCandidate ? out.data<std::uint16_t>() : nullptr;
+  parallel_for(static_cast<std::int64_t>(rows.size()), threads, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t k = b; k < e; ++k) {
+      const std::int64_t other = rows[static_cast<std::size_t>(k)];
+      const std::uint16_t* from = in + (gather ? other : k) * width;
+      const std::int64_t to = (gather ? k : other) * width;
+      if (out_f32 != nullptr)
+        for (std::int64_t c = 0; c < width; ++c) out_f32[to + c] = from_bf16(bf16{from[c]});
+      else
+        std::copy_n(from, width, out_bf16 + to);
+    }
+  });
+  return out;
+}
+
+Tensor i64_tensor(const std::vector<std::int64_t>& v) {
+  Tensor t(DType::kI64, {static_cast<std::int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), t.data<std::int64_t>());
+  return t;
+}
+
+Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx,
+                        PointwisePath path) {
+  return guarded(op, [&] {
+    const Tensor& x = input(in, op, "x", DType::kBF16);
+    const Packing p = packing_of(op, in, x.shape());
+    return Tensors{
+        {"packed", move_rows(x, p.packed_shape, p.width, p.active, true, path, ctx.threads)},
+        {"cu_seqlens", i64_tensor(p.cu_seqlens)}};
+  });
+}
+
+Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx,
+                         PointwisePath path) {
+  return guarded(op, [&] {
+    const Tensor& x = input(in, op, "x", DType::kBF16);
+    const Packing p = packing_of(op, in, x.shape());
+    const Tensor& dy = input(in, op, "dy.packed", DType::kBF16);
+    require(dy.shape() == p.packed_shape, op, "dy.packed",
+            fmt::format("shape {} (expected {}: the active rows of x)", shape_string(dy.shape()),
+                        shape_string(p.packed_shape)));
+    return Tensors{{"dx", move_rows(dy, x.shape(), p.width, p.active, false, path, ctx.threads)}};
+  });
+}
+
+}  // namespace
+
+const Op& pack_op() {
+  static const PathOp op("pack", {{"packed", DType::kBF16}, {"cu_seqlens", DType::kI64}},
+                         {{"dx", DType::kBF16}}, forward, backward);
+  return op;
+}
+
+}  // namespace ws1::ops

@@ -1,0 +1,41 @@
+#include "registry.hpp"
+
+#include <array>
+#include <vector>
+
+namespace ws1 {
+
+std::span<const Op* const> all_ops() {
+  static const std::vector<const Op*> ops = {
+      // ---- one line per implemented op (keep catalogue order) ----
+      &ops::embedding_op(),
+      &ops::rms_norm_op(),
+      &ops::qk_norm_op(),
+      &ops::det_gemm_op(),
+      &ops::rope_op(),
+      &ops::attention_op(),
+      &ops::silu_op(),
+      &ops::swiglu_op(),
+      &ops::lm_head_op(),
+      &ops::logp_op(),
+      &ops::batch_invariant_logp_op(),
+      &ops::pack_op(),
+      &ops::linear_logp_op(),
+      // ---- end of op list ----
+  };
+  return ops;
+}
+
+const Op* find_op_impl(std::string_view name) {
+  for (const Op* op : all_ops())
+    if (op->name() == name) return op;
+  return nullptr;
+}
+
+const Tensor* find_tensor(std::span<const NamedTensor> tensors, std::string_view name) {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t.tensor;
+  return nullptr;
+}
+
+}  // namespace ws1

@@ -1,0 +1,157 @@
+// rms_norm (DESIGN §6; spec §3.1, §9.6): y = x * rsqrt(mean(x^2) + eps) * w over the last dim.
+//
+// Statistic: sum of squares in fixed 32-wide chunks (op_support), so a row's result does not
+// depend on how many rows are in the call. Reference: all FP32, FP32 output. Candidate
+// (cpu_bf16): the same FP32 arithmetic, rounded to bf16 once ("kernel" order) or, in "hf"
+// order, normed rounded to bf16 first and then multiplied by w with a second rounding
+// (Hugging Face Qwen3RMSNorm); the contract picks the order.
+//
+// Backward (same FP32 definition): with r = rsqrt(mean(x^2)+eps) and g = dy*w,
+//   dx = r*g - x * r^3 * sum(g*x) / W,      dweight = sum over rows of dy*x*r.
+// The candidate's dweight sums rows in index order in FP32 (one thread per column block), so
+// it is deterministic; the HF order's backward uses the same formula (rounding is not
+// differentiated).
+#include "rms_norm.hpp"
+
+#include <cmath>
+
+#include "op_support.hpp"
+#include "ws1/numeric.hpp"
+
+namespace ws1::ops {
+namespace {
+
+struct Rows {
+  std::int64_t rows = 0, width = 0;
+};
+
+Rows shape_of(std::string_view op, const Tensor& x, const Tensor& w) {
+  require(x.dim() >= 1, op, "x", "needs at least one dimension");
+  const std::int64_t width = x.shape().back();
+  require(w.dim() == 1 && w.shape()[0] == width, op, "weight",
+          "shape " + shape_string(w.shape()) + " does not match x's last dimension " +
+              std::to_string(width));
+  return {width == 0 ? 0 : x.numel() / width, width};
+}
+
+float row_rstd(const float* x, std::int64_t width, float eps) {
+  const float mean = chunked_sum_squares(x, width) / static_cast<float>(width);
+  return 1.0f / std::sqrt(mean + eps);
+}
+
+float dot_chunked(const float* a, const float* b, std::int64_t n) {
+  // Same fixed chunking as the statistic.
+  constexpr std::int64_t kChunk = 32;
+  float total = 0.0f;
+  for (std::int64_t c = 0; c < n; c += kChunk) {
+    float part = 0.0f;
+    const std::int64_t end = std::min(n, c + kChunk);
+    for (std::int64_t i = c; i < end; ++i) part = std::fma(a[i], b[i], part);
+    total += part;
+  }
+  return total;
+}
+
+}  // namespace
+
+Result<Tensors> rms_norm_forward(std::string_view op, const Tensors& in, const OpContext& ctx,
+                                 NormPath path) {
+  return guarded(op, [&] {
+    const Tensor& xt = input(in, op, "x", DType::kBF16);
+    const Tensor& wt = input(in, op, "weight", DType::kBF16, 1);
+    const Rows s = shape_of(op, xt, wt);
+    const std::vector<float> x = to_f32(xt), w = to_f32(wt);
+    const float eps = static_cast<float>(ctx.rms_norm_eps);
+    const bool hf = ctx.rms_norm_order == RmsNormOrder::kHf;
+    std::vector<float> y(x.size());
+    parallel_for(s.rows, ctx.threads, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        const float* xr = x.data() + r * s.width;
+        float* yr = y.data() + r * s.width;
+        const float rstd = row_rstd(xr, s.width, eps);
+        for (std::int64_t i = 0; i < s.width; ++i) {
+          const float normed = xr[i] * rstd;
+          if (path == NormPath::kCandidate && hf)
+            yr[i] = round_bf16(round_bf16(normed) * w[i]);
+          else
+            yr[i] = normed * w[i];
+        }
+      }
+    });
+    if (path == NormPath::kReference) return Tensors{{"y", f32_tensor(xt.shape(), std::move(y))}};
+    return Tensors{{"y", bf16_tensor(xt.shape(), y)}};
+  });
+}
+
+Result<Tensors> rms_norm_backward(std::string_view op, const Tensors& in, const OpContext& ctx,
+                                  NormPath path) {
+  return guarded(op, [&] {
+    const Tensor& xt = input(in, op, "x", DType::kBF16);
+    const Tensor& wt = input(in, op, "weight", DType::kBF16, 1);
+    const Tensor& dyt = input(in, op, "dy.y", DType::kBF16);
+    const Rows s = shape_of(op, xt, wt);
+    require(dyt.shape() == xt.shape(), op, "dy.y", "shape differs from x");
+    const std::vector<float> x = to_f32(xt), w = to_f32(wt), dy = to_f32(dyt);
+    const float eps = static_cast<float>(ctx.rms_norm_eps);
+    const float inv_width = 1.0f / static_cast<float>(s.width);
+    std::vector<float> dx(x.size()), rstd(static_cast<std::size_t>(s.rows));
+    parallel_for(s.rows, ctx.threads, [&](std::int64_t b, std::int64_t e) {
+      std::vector<float> g(static_cast<std::size_t>(s.width));
+      for (std::int64_t r = b; r < e; ++r) {
+        const float* xr = x.data() + r * s.width;
+        const float* dyr = dy.data() + r * s.width;
+        const float rs = row_rstd(xr, s.width, eps);
+        rstd[static_cast<std::size_t>(r)] = rs;
+        for (std::int64_t i = 0; i < s.width; ++i) g[static_cast<std::size_t>(i)] = dyr[i] * w[i];
+        const float coef = rs * rs * rs * dot_chunked(g.data(), xr, s.width) * inv_width;
+        for (std::int64_t i = 0; i < s.width; ++i)
+          dx[r * s.width + i] = rs * g[static_cast<std::size_t>(i)] - xr[i] * coef;
+      }
+    });
+    std::vector<float> dw(static_cast<std::size_t>(s.width));
+    parallel_for(s.width, ctx.threads, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        float acc = 0.0f;
+        for (std::int64_t r = 0; r < s.rows; ++r)
+          acc = std::fma(dy[r * s.width + i] * x[r * s.width + i], rstd[static_cast<std::size_t>(r)], acc);
+        dw[static_cast<std::size_t>(i)] = acc;
+      }
+    });
+    if (path == NormPath::kReference)
+      return Tensors{{"dx", f32_tensor(xt.shape(), std::move(dx))},
+                     {"dweight", f32_tensor(wt.shape(), std::move(dw))}};
+    return Tensors{{"dx", bf16_tensor(xt.shape(), dx)}, {"dweight", bf16_tensor(wt.shape(), dw)}};
+  });
+}
+
+namespace {
+
+class RmsNorm final : public Op {
+ public:
+  RmsNorm() : Op(*find_op("rms_norm")) {}
+  std::vector<TensorDecl> outputs() const override { return {{"y", DType::kBF16}}; }
+  std::vector<TensorDecl> gradients() const override {
+    return {{"dx", DType::kBF16}, {"dweight", DType::kBF16}};
+  }
+  Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const override {
+    return rms_norm_forward(name(), in, ctx, NormPath::kReference);
+  }
+  Result<Tensors> reference_backward(const Tensors& in, const OpContext& ctx) const override {
+    return rms_norm_backward(name(), in, ctx, NormPath::kReference);
+  }
+  Result<Tensors> cpu_forward(const Tensors& in, const OpContext& ctx) const override {
+    return rms_norm_forward(name(), in, ctx, NormPath::kCandidate);
+  }
+  Result<Tensors> cpu_backward(const Tensors& in, const OpContext& ctx) const override {
+    return rms_norm_backward(name(), in, ctx, NormPath::kCandidate);
+  }
+};
+
+}  // namespace
+
+const Op& rms_norm_op() {
+  static const RmsNorm op;
+  return op;
+}
+
+}  // namespace ws1::ops

@@ -1,0 +1,183 @@
+// rope (DESIGN §6, NOTES §c): rotary position embedding, GPT-NeoX / Hugging Face "rotate half".
+//
+// Layouts (D = head_dim, even; every D-wide row of x has one position):
+//   token-major x [T, H, D] with positions [T]            (oracle, invariance fixtures)
+//   head-major  x [B, H, S, D] with positions [S] or [B, S] (accuracy fixtures: B = 1)
+// Positions are absolute, int64, in [0, 2^29).
+//
+// Definition, h = D/2, pairs (i, i+h) — not adjacent elements (GPT-J interleaving):
+//   inv_freq[i] = float32 rounding of the float64 value 1/theta^(2i/D)   (DESIGN build facts:
+//                 a float32 pow differs by an ulp between libraries)
+//   angle       = position * inv_freq[i], formed exactly in double (a position < 2^29 times a
+//                 float32 has at most 53 significant bits)
+//   c, s        = cos(angle), sin(angle) computed in double, each rounded once to float32
+//   y[i]        = fma(x[i],   c, -(x[i+h] * s))      i.e. x*cos + rotate_half(x)*sin with
+//   y[i+h]      = fma(x[i+h], c,   x[i]   * s )      rotate_half(x) = concat(-x2, x1)
+// The angle is not rounded to float32: that rounding costs |angle| * 2^-24 rad (6e-6 at
+// position 100, 2e-3 at 32768), an error of the implementation rather than of the definition,
+// which would take the reference out of the float32 row against float64 at long positions.
+// Only the cos/sin table is formed in double; the rotation itself is FP32 with the fused
+// multiply-add written out, so a CUDA kernel given the same float32 table matches bit for bit.
+// Reference: FP32 output. cpu_bf16 candidate: the same FP32 value rounded to bf16 once.
+//
+// Backward: the rotation is orthogonal, so dx is dy rotated back by the same angle:
+//   dx[i]   = fma(dy[i],   c,   dy[i+h] * s )
+//   dx[i+h] = fma(dy[i+h], c, -(dy[i]   * s))
+// Every row is independent (no reduction), so nothing depends on the row or thread count.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "elementwise.hpp"
+
+namespace ws1::ops {
+namespace {
+
+constexpr std::int64_t kPositionLimit = std::int64_t{1} << 29;
+
+// Where each D-wide row of a tensor of x's layout takes its position from.
+struct Layout {
+  std::int64_t rows = 0, dim = 0;
+  std::int64_t heads = 0, seq = 0;  // head-major: H and S
+  bool token_major = false;
+  bool batched_positions = false;   // head-major with positions [B, S]
+
+  std::int64_t slot(std::int64_t row) const {
+    if (token_major) return row / heads;  // row = t*H + h
+    const std::int64_t s = row % seq;     // row = (b*H + h)*S + s
+    return batched_positions ? (row / (heads * seq)) * seq + s : s;
+  }
+};
+
+Layout layout_of(std::string_view op, std::string_view name, const Tensor& x, const Tensor& pos,
+                 const OpContext& ctx) {
+  Layout l;
+  require(x.dim() == 3 || x.dim() == 4, op, name,
+          fmt::format("shape {} (expected [T, H, D] or [B, H, S, D])", shape_string(x.shape())));
+  l.dim = x.shape().back();
+  require(l.dim > 0 && l.dim % 2 == 0, op, name,
+          fmt::format("shape {}: head_dim must be even and positive", shape_string(x.shape())));
+  require(ctx.head_dim <= 0 || l.dim == ctx.head_dim, op, name,
+          fmt::format("shape {}: last dimension is not head_dim {}", shape_string(x.shape()),
+                      ctx.head_dim));
+  l.rows = x.numel() / l.dim;
+  const Shape& xs = x.shape();
+  const Shape& ps = pos.shape();
+  if (x.dim() == 3) {
+    l.token_major = true;
+    l.heads = xs[1];
+    require(pos.dim() == 1 && ps[0] == xs[0], op, "positions",
+            fmt::format("shape {} (expected [{}] for x {})", shape_string(ps), xs[0],
+                        shape_string(xs)));
+  } else {
+    l.heads = xs[1];
+    l.seq = xs[2];
+    l.batched_positions = pos.dim() == 2;
+    require((pos.dim() == 1 && ps[0] == xs[2]) || (pos.dim() == 2 && ps[0] == xs[0] && ps[1] == xs[2]),
+            op, "positions",
+            fmt::format("shape {} (expected [{}] or [{}, {}] for x {})", shape_string(ps), xs[2],
+                        xs[0], xs[2], shape_string(xs)));
+  }
+  return l;
+}
+
+// cos and sin per (position slot, i < D/2), float32 (see the header comment).
+struct Table {
+  std::int64_t half = 0;
+  std::vector<float> cos, sin;
+};
+
+Table make_table(std::string_view op, const std::vector<std::int64_t>& positions, std::int64_t dim,
+                 const OpContext& ctx) {
+  require(std::isfinite(ctx.rope_theta) && ctx.rope_theta > 1.0, op, "rope_theta",
+          fmt::format("{} is not a finite value above 1", ctx.rope_theta));
+  Table t;
+  t.half = dim / 2;
+  std::vector<float> inv_freq(static_cast<std::size_t>(t.half));
+  for (std::int64_t i = 0; i < t.half; ++i)
+    inv_freq[static_cast<std::size_t>(i)] = static_cast<float>(
+        1.0 / std::pow(ctx.rope_theta, static_cast<double>(2 * i) / static_cast<double>(dim)));
+  const auto n = static_cast<std::int64_t>(positions.size());
+  for (std::int64_t k = 0; k < n; ++k) {
+    const std::int64_t p = positions[static_cast<std::size_t>(k)];
+    require(p >= 0 && p < kPositionLimit, op, "positions",
+            fmt::format("positions[{}] = {} is outside [0, 2^29)", k, p));
+  }
+  t.cos.resize(static_cast<std::size_t>(n * t.half));
+  t.sin.resize(t.cos.size());
+  parallel_for(n, ctx.threads, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t k = b; k < e; ++k)
+      for (std::int64_t i = 0; i < t.half; ++i) {
+        const double angle = static_cast<double>(positions[static_cast<std::size_t>(k)]) *
+                             static_cast<double>(inv_freq[static_cast<std::size_t>(i)]);
+        const auto at = static_cast<std::size_t>(k * t.half + i);
+        t.cos[at] = static_cast<float>(std::cos(angle));
+        t.sin[at] = static_cast<float>(std::sin(angle));
+      }
+  });
+  return t;
+}
+
+// Rotates every row of `v` by its position's angles (sign +1) or back (sign -1).
+Tensor rotate(const Tensor& vt, const Layout& l, const Table& t, float sign, PointwisePath path,
+              unsigned threads) {
+  const std::vector<float> v = to_f32(vt);
+  Tensor out(path == PointwisePath::kReference ? DType::kF32 : DType::kBF16, vt.shape());
+  float* out_f32 = path == PointwisePath::kReference ? out.data<float>() : nullptr;
+  std::uint16_t* out_bf16 = path == PointwisePath::kCandidate ? out.data<std::uint16_t>() : nullptr;
+  const std::int64_t h = t.half;
+  parallel_for(l.rows, threads, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      const float* c = t.cos.data() + l.slot(r) * h;
+      const float* s = t.sin.data() + l.slot(r) * h;
+      const float* x = v.data() + r * l.dim;
+      const std::int64_t o = r * l.dim;
+      for (std::int64_t i = 0; i < h; ++i) {
+        const float lo = std::fma(x[i], c[i], -(sign * (x[i + h] * s[i])));
+        const float hi = std::fma(x[i + h], c[i], sign * (x[i] * s[i]));
+        if (out_f32 != nullptr) {
+          out_f32[o + i] = lo;
+          out_f32[o + i + h] = hi;
+        } else {
+          out_bf16[o + i] = to_bf16(lo).bits;
+          out_bf16[o + i + h] = to_bf16(hi).bits;
+        }
+      }
+    }
+  });
+  return out;
+}
+
+Result<Tensors> run(std::string_view op, const Tensors& in, const OpContext& ctx,
+                    PointwisePath path, std::string_view src, std::string_view dst, float sign) {
+  return guarded(op, [&] {
+    const Tensor& pos = input(in, op, "positions", DType::kI64);
+    const Tensor& v = input(in, op, src, DType::kBF16);
+    const Layout l = layout_of(op, src, v, pos, ctx);
+    if (const Tensor* x = find_tensor(in, "x"); x != nullptr && src != "x")
+      require(x->shape() == v.shape(), op, src,
+              fmt::format("shape {} differs from x {}", shape_string(v.shape()),
+                          shape_string(x->shape())));
+    const Table t = make_table(op, to_i64(pos), l.dim, ctx);
+    return Tensors{{std::string(dst), rotate(v, l, t, sign, path, ctx.threads)}};
+  });
+}
+
+Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx,
+                        PointwisePath path) {
+  return run(op, in, ctx, path, "x", "y", 1.0f);
+}
+
+Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx,
+                         PointwisePath path) {
+  return run(op, in, ctx, path, "dy.y", "dx", -1.0f);
+}
+
+}  // namespace
+
+const Op& rope_op() {
+  static const PathOp op("rope", {{"y", DType::kBF16}}, {{"dx", DType::kBF16}}, forward, backward);
+  return op;
+}
+
+}  // namespace ws1::ops

@@ -1,0 +1,59 @@
+// swiglu (DESIGN §6, NOTES §c): y = silu(gate) * up, elementwise; gate and up have the same
+// shape (fixture [T, I]).
+//
+// Both paths evaluate, per element, in FP32 and in this order:
+//   s = 1 / (1 + exp(-g));   y = (g * s) * u
+// The reference keeps y in FP32; the cpu_bf16 candidate rounds it to bf16 once (silu(gate) is
+// not rounded on the way).
+//
+// Backward (analytic, same definition), per element in FP32:
+//   dgate = (dy * u) * (s * (1 + g * (1 - s)))
+//   dup   = dy * (g * s)
+// reference FP32, candidate one bf16 rounding each. No reduction anywhere.
+#include "elementwise.hpp"
+
+namespace ws1::ops {
+namespace {
+
+Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx,
+                        PointwisePath path) {
+  return guarded(op, [&] {
+    const Tensor& gt = input(in, op, "gate", DType::kBF16);
+    const Tensor& ut = input_like(in, op, "up", gt.shape());
+    const std::vector<float> g = to_f32(gt), u = to_f32(ut);
+    return Tensors{{"y", map_elements(gt.shape(), path, ctx.threads, [&](std::int64_t i) {
+                      const auto k = static_cast<std::size_t>(i);
+                      return (g[k] * sigmoid_f32(g[k])) * u[k];
+                    })}};
+  });
+}
+
+Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx,
+                         PointwisePath path) {
+  return guarded(op, [&] {
+    const Tensor& gt = input(in, op, "gate", DType::kBF16);
+    const Tensor& ut = input_like(in, op, "up", gt.shape());
+    const Tensor& dyt = input_like(in, op, "dy.y", gt.shape());
+    const std::vector<float> g = to_f32(gt), u = to_f32(ut), dy = to_f32(dyt);
+    Tensor dgate = map_elements(gt.shape(), path, ctx.threads, [&](std::int64_t i) {
+      const auto k = static_cast<std::size_t>(i);
+      const float s = sigmoid_f32(g[k]);
+      return (dy[k] * u[k]) * (s * (1.0f + g[k] * (1.0f - s)));
+    });
+    Tensor dup = map_elements(gt.shape(), path, ctx.threads, [&](std::int64_t i) {
+      const auto k = static_cast<std::size_t>(i);
+      return dy[k] * (g[k] * sigmoid_f32(g[k]));
+    });
+    return Tensors{{"dgate", std::move(dgate)}, {"dup", std::move(dup)}};
+  });
+}
+
+}  // namespace
+
+const Op& swiglu_op() {
+  static const PathOp op("swiglu", {{"y", DType::kBF16}},
+                         {{"dgate", DType::kBF16}, {"dup", DType::kBF16}}, forward, backward);
+  return op;
+}
+
+}  // namespace ws1::ops

@@ -1,0 +1,49 @@
+#include <fmt/format.h>
+
+#include "ws1/runner.hpp"
+
+namespace ws1 {
+
+RunContext make_run_context(const Contract& contract, const Manifest& manifest,
+                            const FixtureLock& lock, std::string expected_backend,
+                            unsigned threads) {
+  RunContext run;
+  run.contract = &contract;
+  run.manifest = &manifest;
+  run.lock = &lock;
+  run.expected_backend = std::move(expected_backend);
+  OpContext& c = run.op_context;
+  const ModelConfig& m = manifest.model.config;
+  c.rms_norm_eps = m.rms_norm_eps;
+  c.rope_theta = m.rope_theta;
+  c.num_attention_heads = m.num_attention_heads;
+  c.num_key_value_heads = m.num_key_value_heads;
+  c.head_dim = m.head_dim;
+  c.threads = threads;
+  const Declarations& d = contract.declarations;
+  if (d.rms_norm_rounding) {
+    c.rms_norm_order = d.rms_norm_rounding->order;
+  } else {
+    c.rms_norm_order = RmsNormOrder::kKernel;
+    run.assumptions.push_back(
+        "ws1check_declarations.rms_norm_rounding: undeclared; using kernel order (upstream "
+        "NativeRMSNormOp, spec §9.6)");
+  }
+  if (auto ex = contract.accumulation_exception("det_gemm")) {
+    c.k_tree_leaf = ex->k_tree_leaf;
+  } else {
+    c.k_tree_leaf = 32;
+    run.assumptions.push_back(
+        "ws1check_declarations.accumulation_exceptions.det_gemm: undeclared; using the upstream "
+        "kernel's K_TREE_LEAF = 32 (spec §9.2)");
+  }
+  return run;
+}
+
+OpClass op_class_for(const RunContext& run, const Op& op) {
+  if (auto c = run.contract->op_class(op.name())) return *c;
+  // spec §2.3: every catalogue op has a class there.
+  return *spec_op_class(op.name());
+}
+
+}  // namespace ws1

@@ -1,0 +1,171 @@
+// Error statistics of the accuracy judge on hand-made tensors with known answers: mean,
+// max, nearest-rank P99 / P99.9, relative error with the §4.1 denominator floor, ULPs of the
+// candidate dtype, the worst element.
+#include <cmath>
+#include <numeric>
+
+#include "judge_test_support.hpp"
+#include "ws1/numeric.hpp"
+
+using judge_test::bf16;
+using judge_test::f32;
+using judge_test::tolerance;
+using ws1::ContractDType;
+using ws1::Judgment;
+using ws1::OpClass;
+
+TEST_CASE("stats: a permutation of j/1024 against zero", "[judge]") {
+  // 200 elements, candidate j/1024 (j = 0..199, each once, placed at i with 37*i = j mod 200),
+  // reference 0: |c - r| = j/1024, exact in bf16, float and double.
+  const ws1::Tolerance tol =
+      tolerance(Judgment::kForwardAccuracy, OpClass::kElementwise, ContractDType::kBFloat16);
+  constexpr int n = 200;
+  std::vector<float> cand(n);
+  std::int64_t worst_i = -1;
+  for (int i = 0; i < n; ++i) {
+    const int j = (37 * i) % n;
+    cand[static_cast<std::size_t>(i)] = static_cast<float>(j) / 1024.0f;
+    if (j == n - 1) worst_i = i;
+  }
+  const auto a = ws1::judge_accuracy("y", bf16({2, 100}, cand),
+                                     f32({2, 100}, std::vector<float>(n, 0.0f)), tol);
+  REQUIRE(a.comparable);
+  CHECK(a.numel == n);
+  CHECK(a.shape == ws1::Dims{2, 100});
+  CHECK(a.dtype == ws1::DType::kBF16);
+
+  // r = 0: the bound is atol exactly, and j/1024 is exact: count the violations directly.
+  std::int64_t expected_violations = 0;
+  for (int j = 0; j < n; ++j) expected_violations += static_cast<double>(j) / 1024.0 > tol.atol;
+  CHECK(a.violations == expected_violations);
+  CHECK(a.nan_elements == 0);
+
+  // Sorted abs errors are j/1024: the k-th smallest (1-based) is (k-1)/1024. Nearest rank:
+  // P99 is k = ceil(200 * 0.99) = 198, P99.9 is k = ceil(199.8) = 200.
+  CHECK(a.abs_error.max == 199.0 / 1024.0);
+  CHECK(a.abs_error.mean == 99.5 / 1024.0);  // (0 + ... + 199) / 200
+  CHECK(a.abs_error.p99 == 197.0 / 1024.0);
+  CHECK(a.abs_error.p999 == 199.0 / 1024.0);
+
+  // Relative error: denominator max(|r|, floor) = the §4.1 floor for r = 0.
+  const double floor = ws1::kRelErrorDenominatorFloor;
+  CHECK(a.rel_error.max == (199.0 / 1024.0) / floor);
+  // Percentiles are ranked in float32 (capped at the double max).
+  CHECK(
+      a.rel_error.p99 ==
+      std::min(static_cast<double>(static_cast<float>((197.0 / 1024.0) / floor)), a.rel_error.max));
+  // P99.9 is the max element, ranked through its float32 rounding.
+  CHECK(a.rel_error.p999 ==
+        std::min(static_cast<double>(static_cast<float>(a.rel_error.max)), a.rel_error.max));
+
+  // ULPs against 0 in bf16: the number of bf16 values in (0, c], i.e. c's magnitude bits.
+  double ulp_sum = 0, ulp_max = 0;
+  std::vector<double> ulps;
+  for (int j = 0; j < n; ++j) {
+    const double u = ws1::to_bf16(static_cast<float>(j) / 1024.0f).bits;
+    ulps.push_back(u);
+    ulp_sum += u;
+    ulp_max = std::max(ulp_max, u);
+  }
+  std::sort(ulps.begin(), ulps.end());
+  CHECK(a.ulp_distance.max == ulp_max);
+  CHECK(a.ulp_distance.mean == ulp_sum / n);
+  CHECK(a.ulp_distance.p99 == ulps[197]);
+  CHECK(a.ulp_distance.p999 == ulps[199]);
+
+  // Worst: the largest error (all references equal), at its 2-D index.
+  REQUIRE(a.worst);
+  CHECK(a.worst->index == ws1::Dims{worst_i / 100, worst_i % 100});
+  CHECK(a.worst->candidate == 199.0 / 1024.0);
+  CHECK(a.worst->reference == 0.0);
+  CHECK(a.worst->allowed == tol.atol);
+  CHECK(a.worst->margin == tol.atol - 199.0 / 1024.0);
+}
+
+TEST_CASE("stats: nearest-rank percentiles for several sizes", "[judge]") {
+  const ws1::Tolerance tol =
+      tolerance(Judgment::kForwardAccuracy, OpClass::kReduction, ContractDType::kFloat32);
+  struct Case {
+    std::int64_t n, k99, k999;  // k = ceil(n * p), worked out by hand
+  };
+  for (const Case& cs :
+       {Case{1, 1, 1}, Case{2, 2, 2}, Case{7, 7, 7}, Case{100, 99, 100}, Case{101, 100, 101},
+        Case{1000, 990, 999}, Case{1001, 991, 1000}, Case{4096, 4056, 4092}}) {
+    const std::int64_t n = cs.n, k99 = cs.k99, k999 = cs.k999;
+    INFO("n=" << n);
+    // candidate (n-1-i) * 2^-12 (descending, so ranking matters), reference 0
+    std::vector<float> cand(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+      cand[static_cast<std::size_t>(i)] = static_cast<float>(n - 1 - i) / 4096.0f;
+    const auto a = ws1::judge_accuracy(
+        "y", f32({n}, cand), f32({n}, std::vector<float>(static_cast<std::size_t>(n), 0.0f)), tol);
+    CHECK(a.abs_error.p99 == static_cast<double>(k99 - 1) / 4096.0);
+    CHECK(a.abs_error.p999 == static_cast<double>(k999 - 1) / 4096.0);
+    CHECK(a.abs_error.max == static_cast<double>(n - 1) / 4096.0);
+    CHECK(a.abs_error.mean == static_cast<double>(n - 1) / 2.0 / 4096.0);
+    REQUIRE(a.worst);
+    CHECK(a.worst->index == ws1::Dims{0});  // the largest error is first
+  }
+}
+
+TEST_CASE("stats: ULPs count candidate-dtype steps from the correctly rounded answer", "[judge]") {
+  const ws1::Tolerance tol =
+      tolerance(Judgment::kForwardAccuracy, OpClass::kElementwise, ContractDType::kBFloat16);
+  // r = 1 + 2^-10 rounds to 1.0 in bf16; bf16 steps are 2^-7 above 1 and 2^-8 below.
+  const float r = 1.0f + 0x1p-10f;
+  const std::vector<float> cand = {1.0f, 1.0f + 0x1p-7f, 1.0f + 0x1p-6f, 1.0f + 3 * 0x1p-7f,
+                                   1.0f - 0x1p-8f};
+  const auto a = ws1::judge_accuracy("y", bf16({5}, cand), f32({5}, std::vector<float>(5, r)), tol);
+  CHECK(a.ulp_distance.max == 3);
+  CHECK(a.ulp_distance.mean == 7.0 / 5.0);  // 0 + 1 + 2 + 3 + 1
+  CHECK(a.ulp_distance.p99 == 3);
+  // The same candidates as float32 are counted in float32 steps (2^-23 above 1).
+  const auto b = ws1::judge_accuracy("y", f32({5}, cand), f32({5}, std::vector<float>(5, r)), tol);
+  CHECK(b.ulp_distance.max == static_cast<double>((3 * 0x1p-7 - 0x1p-10) / 0x1p-23));
+}
+
+TEST_CASE("stats: worst element is the smallest margin, not the largest error", "[judge]") {
+  // With rtol > 0 a large reference earns a large allowance: the biggest absolute error need
+  // not be the worst element.
+  const ws1::Tolerance tol =
+      tolerance(Judgment::kForwardAccuracy, OpClass::kReduction, ContractDType::kBFloat16);
+  REQUIRE(tol.rtol > 0);
+  const float big = 1024.0f;
+  const float err_big =
+      static_cast<float>(std::ldexp(1.0, static_cast<int>(std::floor(std::log2(tol.rtol * big)))));
+  const float err_small =
+      static_cast<float>(std::ldexp(1.0, static_cast<int>(std::floor(std::log2(tol.atol)))));
+  REQUIRE(err_big > err_small);
+  const auto a =
+      ws1::judge_accuracy("y", f32({2}, {big + err_big, err_small}), f32({2}, {big, 0.0f}), tol);
+  REQUIRE(a.worst);
+  const double margin0 = tol.atol + tol.rtol * big - err_big;
+  const double margin1 = tol.atol - err_small;
+  REQUIRE(margin1 < margin0);
+  CHECK(a.worst->index == ws1::Dims{1});
+  CHECK(a.worst->margin == margin1);
+  CHECK(a.abs_error.max == err_big);
+}
+
+TEST_CASE("stats: a few million elements", "[judge]") {
+  // 3 * 2^20 elements, candidate (i mod 256) / 256 against 0: each value 12288 times.
+  const ws1::Tolerance tol =
+      tolerance(Judgment::kGradientAccuracy, OpClass::kReduction, ContractDType::kBFloat16);
+  constexpr std::int64_t n = 3 << 20;
+  ws1::Tensor cand(ws1::DType::kBF16, {3072, 1024});
+  auto* c = cand.data<ws1::bf16>();
+  for (std::int64_t i = 0; i < n; ++i) c[i] = ws1::to_bf16(static_cast<float>(i % 256) / 256.0f);
+  const ws1::Tensor ref(ws1::DType::kF32, {3072, 1024});
+  const auto a = ws1::judge_accuracy("dW", cand, ref, tol);
+  // Sorted, value v/256 occupies 1-based ranks v * 12288 + 1 .. (v + 1) * 12288. P99: rank
+  // ceil(3145728 * 0.99) = 3114271, in v = 253; P99.9: rank ceil(3142582.272) = 3142583, v = 255.
+  CHECK(a.abs_error.p99 == 253.0 / 256.0);
+  CHECK(a.abs_error.p999 == 255.0 / 256.0);
+  CHECK(a.abs_error.max == 255.0 / 256.0);
+  CHECK(a.abs_error.mean == 255.0 / 512.0);
+  REQUIRE(a.worst);
+  CHECK(a.worst->index == ws1::Dims{0, 255});
+  std::int64_t expected = 0;
+  for (int v = 0; v < 256; ++v) expected += (static_cast<double>(v) / 256.0 > tol.atol) * 12288;
+  CHECK(a.violations == expected);
+}

@@ -1,0 +1,155 @@
+// Planted defects through the real cell path (fixture -> backend -> reference -> judge): a
+// backend that is cpu_bf16 except for one defective kernel must turn its cells red, while
+// cpu_bf16 itself is green on the same cells. Tolerances come from the contract only.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+
+#include "test_paths.hpp"
+#include "ws1/backend.hpp"
+#include "ws1/fixture_lock.hpp"
+#include "ws1/numeric.hpp"
+#include "ws1/runner.hpp"
+
+using namespace ws1;
+
+namespace {
+
+using Kernel = std::function<Result<Tensors>(const Tensors&, const OpContext&)>;
+
+// cpu_bf16 with one op's forward replaced.
+class DefectBackend final : public Backend {
+ public:
+  DefectBackend(std::string op, Kernel fwd) : op_(std::move(op)), fwd_(std::move(fwd)) {}
+  std::string name() const override { return "cpu_bf16"; }
+  std::string kernel_id(const Op& op, Direction d) const override {
+    return base_->kernel_id(op, d) + "+planted-defect";
+  }
+  Result<Tensors> forward(const Op& op, const Tensors& in, const OpContext& ctx) override {
+    return op.name() == op_ ? fwd_(in, ctx) : base_->forward(op, in, ctx);
+  }
+  Result<Tensors> backward(const Op& op, const Tensors& in, const OpContext& ctx) override {
+    return base_->backward(op, in, ctx);
+  }
+
+ private:
+  std::string op_;
+  Kernel fwd_;
+  std::unique_ptr<Backend> base_ = make_cpu_bf16_backend();
+};
+
+struct Setup {
+  Contract contract;
+  Manifest manifest;
+  FixtureLock lock;
+  std::vector<FixtureSpec> catalogue;
+};
+
+const Setup& setup() {
+  static const Setup s = [] {
+    Setup out;
+    auto c = load_contract(test::source_root() / "contracts" / "ws1-c1-v2.json");
+    auto m = load_manifest(test::source_root() / "fixtures" / "ws1-qwen3-8b-dense.json");
+    auto l = load_fixture_lock(test::source_root() / "fixtures" / "ws1-qwen3-8b-dense.lock.json");
+    if (!c || !m || !l) FAIL("cannot load the shipped contract / workload / lock");
+    out.contract = std::move(c).value();
+    out.manifest = std::move(m).value();
+    out.lock = std::move(l).value();
+    auto cat = fixture_catalogue(out.manifest);
+    if (!cat) FAIL(cat.error().message());
+    out.catalogue = std::move(cat).value();
+    return out;
+  }();
+  return s;
+}
+
+const FixtureSpec& spec(const std::string& id) {
+  for (const auto& s : setup().catalogue)
+    if (s.id == id) return s;
+  FAIL("no fixture " << id);
+  throw;
+}
+
+Verdict run_cell(Backend& backend, const std::string& op, const std::string& fixture) {
+  const Setup& s = setup();
+  RunContext run = make_run_context(s.contract, s.manifest, s.lock, "cpu_bf16", 0);
+  FixtureGenerator gen;
+  auto cell = run_accuracy_cell(run, gen, backend, *find_op_impl(op), Judgment::kForwardAccuracy,
+                                spec(fixture));
+  REQUIRE(cell.ok());
+  if (cell->verdict == Verdict::kRed) INFO(cell->reason);
+  return cell->verdict;
+}
+
+// rms_norm written with a defect: bf16 accumulation of the sum of squares, or no eps.
+Kernel rms_norm_variant(bool bf16_accumulation, bool drop_eps) {
+  return [=](const Tensors& in, const OpContext& ctx) -> Result<Tensors> {
+    const Tensor& xt = *find_tensor(in, "x");
+    const Tensor& wt = *find_tensor(in, "weight");
+    const std::int64_t width = xt.shape().back(), rows = xt.numel() / width;
+    Tensor y(DType::kBF16, xt.shape());
+    const auto* x = xt.data<std::uint16_t>();
+    const auto* w = wt.data<std::uint16_t>();
+    auto* out = y.data<std::uint16_t>();
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float ss = 0.0f;
+      for (std::int64_t i = 0; i < width; ++i) {
+        const float v = from_bf16(bf16{x[r * width + i]});
+        ss = bf16_accumulation ? round_bf16(ss + v * v) : ss + v * v;
+      }
+      const float eps = drop_eps ? 0.0f : static_cast<float>(ctx.rms_norm_eps);
+      const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(width) + eps);
+      for (std::int64_t i = 0; i < width; ++i)
+        out[r * width + i] =
+            to_bf16(from_bf16(bf16{x[r * width + i]}) * rstd * from_bf16(bf16{w[i]})).bits;
+    }
+    return Tensors{{"y", y}};
+  };
+}
+
+}  // namespace
+
+TEST_CASE("cpu_bf16 rms_norm is green on the cells the defects use", "[run][planted]") {
+  auto cpu = make_cpu_bf16_backend();
+  CHECK(run_cell(*cpu, "rms_norm", "rms_norm/primary/normal") == Verdict::kGreen);
+  CHECK(run_cell(*cpu, "rms_norm", "rms_norm/primary/near_zero") == Verdict::kGreen);
+  // The defect harness itself, without a defect, is green too (the red below is the defect's).
+  DefectBackend clean("rms_norm", rms_norm_variant(false, false));
+  CHECK(run_cell(clean, "rms_norm", "rms_norm/primary/normal") == Verdict::kGreen);
+  CHECK(run_cell(clean, "rms_norm", "rms_norm/primary/near_zero") == Verdict::kGreen);
+}
+
+TEST_CASE("planted defect: bf16 accumulation in rms_norm turns the cell red", "[run][planted]") {
+  DefectBackend bad("rms_norm", rms_norm_variant(true, false));
+  CHECK(run_cell(bad, "rms_norm", "rms_norm/primary/normal") == Verdict::kRed);
+}
+
+TEST_CASE("planted defect: a missing eps in rms_norm turns the near-zero cell red", "[run][planted]") {
+  DefectBackend bad("rms_norm", rms_norm_variant(false, true));
+  // With unit-scale inputs eps is invisible (mean(x^2) ~ 1 >> 1e-6); the near-zero fixture
+  // (|x| ~ 1e-3, mean(x^2) ~ eps) is the one that exposes it.
+  CHECK(run_cell(bad, "rms_norm", "rms_norm/primary/near_zero") == Verdict::kRed);
+}
+
+TEST_CASE("a candidate output in the wrong dtype is red even when its values are close", "[run][planted]") {
+  // rms_norm's declared output is bf16; an FP32 output (the reference itself!) must not pass.
+  DefectBackend bad("rms_norm", [](const Tensors& in, const OpContext& ctx) {
+    return find_op_impl("rms_norm")->reference_forward(in, ctx);
+  });
+  CHECK(run_cell(bad, "rms_norm", "rms_norm/primary/normal") == Verdict::kRed);
+}
+
+TEST_CASE("a fixture whose bytes are not pinned is refused, not judged", "[run]") {
+  const Setup& s = setup();
+  FixtureLock lock = s.lock;
+  for (auto& [id, hash] : lock.fixtures)
+    if (id == "rms_norm/primary/normal") hash = std::string(32, '0');
+  RunContext run = make_run_context(s.contract, s.manifest, lock, "cpu_bf16", 0);
+  FixtureGenerator gen;
+  auto cpu = make_cpu_bf16_backend();
+  auto cell = run_accuracy_cell(run, gen, *cpu, *find_op_impl("rms_norm"),
+                                Judgment::kForwardAccuracy, spec("rms_norm/primary/normal"));
+  REQUIRE_FALSE(cell.ok());
+  CHECK(cell.error().message().find("rms_norm/primary/normal") != std::string::npos);
+}
