@@ -56,16 +56,15 @@ ws1::Result<std::unique_ptr<ws1::Backend>> open_backend(const std::string& name,
 namespace {
 
 std::string worst_text(const ws1::Cell& c) {
-  // The tensor with the smallest margin, as "name |err| vs allowed".
+  // The tensor with the largest error: its max |err|, P99.9 and max ulp, against the row.
   const ws1::AccuracyTensor* worst = nullptr;
   for (const auto& t : c.accuracy)
-    if (t.worst && (worst == nullptr || t.worst->margin < worst->worst->margin)) worst = &t;
-  if (worst == nullptr) return c.reason;
-  const auto& w = *worst->worst;
-  return fmt::format("{}: |err| {:.3g} vs allowed {:.3g} ({:.0f}%) at {}", worst->name,
-                     std::fabs(w.candidate - w.reference), w.allowed,
-                     100.0 * std::fabs(w.candidate - w.reference) / w.allowed,
-                     fmt::join(w.index, ","));
+    if (worst == nullptr || t.abs_error.max > worst->abs_error.max) worst = &t;
+  if (worst == nullptr || !c.threshold) return c.reason;
+  return fmt::format("{}: max|err| {:.3g}, p99.9 {:.3g}, max ulp {:.0f} (atol {:.3g}, rtol {:.3g})",
+                     worst->name, worst->abs_error.max, worst->abs_error.p999,
+                     worst->ulp_distance.max, c.threshold->atol.value_or(0),
+                     c.threshold->rtol.value_or(0));
 }
 
 }  // namespace
@@ -83,7 +82,7 @@ int finish_run(ws1::Evidence& evidence, const std::string& out, const std::strin
   } else {
     std::size_t width = 4;
     for (const auto& c : evidence.cells) width = std::max(width, c.id.size());
-    fmt::print("{:<{}}  {:<5}  {}\n", "cell", width, "verdict", "worst element vs allowed | reason");
+    fmt::print("{:<{}}  {:<5}  {}\n", "cell", width, "verdict", "largest error vs the contract row | reason");
     for (const auto& c : evidence.cells) {
       const std::string detail = c.verdict == ws1::Verdict::kGreen ? worst_text(c)
                                  : c.verdict == ws1::Verdict::kNa  ? c.reason
