@@ -286,7 +286,7 @@ TEST_CASE("det_gemm candidate is accurate against the FP32 reference (bf16 rows)
 
 // A finding about the declared semantics, not about this implementation: with standard normal
 // a and b (the accuracy fixtures' distribution) the partial sums reach |~45| before the root,
-// where a bf16 merge rounds by up to 0.125 — more than the reduction row's atol (0.05) allows
+// where a bf16 merge rounds by up to 0.125 — more than the reduction row's atol (read from the contract) allows
 // for outputs near zero. Against the FP32 gold (spec §11.1 item 2) Option B is red at this
 // scale while the same tree with FP32 merges (Option A) is green. At the oracle's weight scale
 // (0.02, as real projection weights) Option B is green (previous test).
