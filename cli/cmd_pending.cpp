@@ -12,7 +12,6 @@ namespace ws1cli {
 namespace {
 
 struct PendingOptions {
-  std::string op = "all", direction = "fwd", tier = "all", transform = "all";
   std::string backend, contract, workload, out, model, evidence, repo, sarif;
   std::string backends, ops;
   bool json = false, strict = false;
@@ -39,13 +38,6 @@ void add_common(CLI::App* sub, PendingOptions& o) {
 std::vector<Command> register_pending(CLI::App& app) {
   auto o = std::make_shared<PendingOptions>();
   std::vector<Command> out;
-
-  auto* inv = app.add_subcommand("invariance", "forward/gradient bitwise invariance across layouts");
-  inv->add_option("--op", o->op, "op name or 'all'");
-  inv->add_option("--transform", o->transform, "transform name or 'all'");
-  inv->add_option("--direction", o->direction, "fwd | bwd | both");
-  add_common(inv, *o);
-  out.push_back({inv, not_built("invariance", "the op catalogue issue")});
 
   auto* par = app.add_subcommand("parity", "chain-level teacher forcing vs rollout decode parity");
   par->add_option("--model", o->model, "synthetic:tiny | synthetic:qwen3-8b | PATH");

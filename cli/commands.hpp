@@ -18,6 +18,7 @@ Command register_env(CLI::App& app);
 Command register_fixtures(CLI::App& app);
 Command register_ops(CLI::App& app);
 Command register_accuracy(CLI::App& app);
+Command register_invariance(CLI::App& app);
 // invariance, parity, audit, gate: options registered, not built yet.
 std::vector<Command> register_pending(CLI::App& app);
 

@@ -21,6 +21,14 @@ void add_run_options(CLI::App* sub, std::string& backend, std::string& contract,
   sub->add_option("--threads", threads, "CPU threads (0: all cores)");
 }
 
+ws1::Result<std::vector<ws1::Judgment>> judgments_for(const std::string& direction,
+                                                      ws1::Judgment forward, ws1::Judgment gradient) {
+  if (direction == "fwd") return std::vector{forward};
+  if (direction == "bwd") return std::vector{gradient};
+  if (direction == "both") return std::vector{forward, gradient};
+  return ws1::bad_input("--direction", direction, "expected fwd, bwd or both");
+}
+
 ws1::Result<std::vector<const ws1::Op*>> select_ops(const std::string& op) {
   std::vector<const ws1::Op*> out;
   if (op == "all") {
@@ -56,15 +64,20 @@ ws1::Result<std::unique_ptr<ws1::Backend>> open_backend(const std::string& name,
 namespace {
 
 std::string worst_text(const ws1::Cell& c) {
-  // The tensor with the largest error: its max |err|, P99.9 and max ulp, against the row.
+  // The tensor whose worst element uses the largest share of its allowance (|err| / allowed,
+  // the judge's margin), then that tensor's max |err|, P99.9 and max ulp, against the row.
   const ws1::AccuracyTensor* worst = nullptr;
+  const auto ratio = [](const ws1::AccuracyTensor& t) { return t.worst ? t.worst->margin : 0.0; };
   for (const auto& t : c.accuracy)
-    if (worst == nullptr || t.abs_error.max > worst->abs_error.max) worst = &t;
+    if (worst == nullptr || ratio(t) > ratio(*worst)) worst = &t;
   if (worst == nullptr || !c.threshold) return c.reason;
-  return fmt::format("{}: max|err| {:.3g}, p99.9 {:.3g}, max ulp {:.0f} (atol {:.3g}, rtol {:.3g})",
-                     worst->name, worst->abs_error.max, worst->abs_error.p999,
-                     worst->ulp_distance.max, c.threshold->atol.value_or(0),
-                     c.threshold->rtol.value_or(0));
+  const std::string at =
+      worst->worst ? fmt::format(" at {}", ws1::shape_string(worst->worst->index)) : "";
+  return fmt::format(
+      "{}: |err|/allowed {:.3g}{}; max|err| {:.3g}, p99.9 {:.3g}, max ulp {:.0f} (atol {:.3g}, "
+      "rtol {:.3g})",
+      worst->name, ratio(*worst), at, worst->abs_error.max, worst->abs_error.p999,
+      worst->ulp_distance.max, c.threshold->atol.value_or(0), c.threshold->rtol.value_or(0));
 }
 
 }  // namespace
@@ -82,7 +95,7 @@ int finish_run(ws1::Evidence& evidence, const std::string& out, const std::strin
   } else {
     std::size_t width = 4;
     for (const auto& c : evidence.cells) width = std::max(width, c.id.size());
-    fmt::print("{:<{}}  {:<5}  {}\n", "cell", width, "verdict", "largest error vs the contract row | reason");
+    fmt::print("{:<{}}  {:<5}  {}\n", "cell", width, "verdict", "worst |err|/allowed, largest error vs the contract row | reason");
     for (const auto& c : evidence.cells) {
       const std::string detail = c.verdict == ws1::Verdict::kGreen ? worst_text(c)
                                  : c.verdict == ws1::Verdict::kNa  ? c.reason

@@ -16,6 +16,10 @@ namespace ws1cli {
 void add_run_options(CLI::App* sub, std::string& backend, std::string& contract,
                      std::string& workload, std::string& out, bool& json, unsigned& threads);
 
+// --direction fwd | bwd | both -> the forward judgment, the gradient one, or both.
+ws1::Result<std::vector<ws1::Judgment>> judgments_for(const std::string& direction,
+                                                      ws1::Judgment forward, ws1::Judgment gradient);
+
 // "all" -> every op of the catalogue; else one name. An op of the catalogue without an
 // implementation is an error naming it.
 ws1::Result<std::vector<const ws1::Op*>> select_ops(const std::string& op);

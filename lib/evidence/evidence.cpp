@@ -127,12 +127,22 @@ void check_accuracy(Checker& ck, const AccuracyTensor& t, const std::string& at,
              "missing for a non-empty tensor");
   ck.require(t.nan_elements >= 0 && t.nan_elements <= t.violations, at + ".nan_elements",
              "not within the violation count");
-  if (t.worst)
-    ck.require(t.worst->index.size() == t.shape.size(), at + ".worst.index",
-               "rank differs from the tensor's");
   ck.require(!green || t.violations == 0, at + ".violations",
              fmt::format("{} violations in a green cell", t.violations));
   ck.require(!green || t.comparable, at + ".comparable", "false in a green cell");
+  if (t.worst) {
+    const WorstElement& w = *t.worst;
+    ck.require(w.index.size() == t.shape.size(), at + ".worst.index",
+               "rank differs from the tensor's");
+    // The worst element is a violation exactly when the tensor has one (violations outrank
+    // passes), and its ratio sits on the same side of 1 as that decision.
+    ck.require(w.violates == (t.violations > 0), at + ".worst.violates",
+               fmt::format("{} with {} violation(s) in the tensor", w.violates, t.violations));
+    ck.require(w.violates ? w.margin >= 1 : (w.margin >= 0 && w.margin <= 1), at + ".worst.margin",
+               fmt::format("{} contradicts violates = {} (a pass uses at most its allowance, a "
+                           "violation at least all of it)",
+                           w.margin, w.violates));
+  }
 }
 
 void check_bitwise(Checker& ck, const BitwiseTensor& t, const std::string& at, bool green) {

@@ -57,7 +57,8 @@ json accuracy_json(const AccuracyTensor& t) {
                       {"candidate", num(t.worst->candidate)},
                       {"reference", num(t.worst->reference)},
                       {"allowed", num(t.worst->allowed)},
-                      {"margin", num(t.worst->margin)}};
+                      {"margin", num(t.worst->margin)},
+                      {"violates", t.worst->violates}};
   } else {
     j["worst"] = nullptr;
   }

@@ -65,6 +65,22 @@ double ulp_error(float c, float r, DType candidate) {
   return static_cast<double>(ulp_distance(c, r, candidate));
 }
 
+// |c - r| / allowed of a pair without NaN, with `ok` the exact decision. 0 / 0 is 0 (an exact
+// answer where nothing is allowed) and x / 0 is inf; a failing infinite pairing has an
+// infinite error, so inf. The quotient is rounded in double, so it is clamped onto the side of
+// 1 the exact decision is on: <= 1 for a pass, >= 1 for a violation (exactly 1 can be either;
+// WorstElement::violates tells).
+double error_ratio(double abs_err, double allowed, bool ok) {
+  double ratio = 0;
+  if (abs_err == 0)
+    ratio = 0;
+  else if (allowed == 0 || std::isinf(abs_err))
+    ratio = kInf;
+  else
+    ratio = abs_err / allowed;
+  return ok ? std::min(ratio, 1.0) : std::max(ratio, 1.0);
+}
+
 ErrorStats nan_stats() {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   return {nan, nan, nan, nan};
@@ -98,7 +114,8 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
   for_each_pair(
       candidate, reference, [&](std::int64_t flat, const std::byte* pc, const std::byte* pr) {
         const float c = load_float(pc, ct), r = load_float(pr, rt);
-        double allowed = 0, margin = 0;
+        double allowed = 0, ratio = 0;
+        bool violates = true;
         const bool nan = std::isnan(c) || std::isnan(r);
         if (nan) {
           ++t.nan_elements;
@@ -106,9 +123,10 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
           candidate_nans += std::isnan(c);
           reference_nans += std::isnan(r);
           allowed = std::isnan(r) ? r : std::isinf(r) ? kInf : tol.atol + tol.rtol * std::fabs(r);
-          margin = -kInf;
+          ratio = kInf;
         } else {
           const bool ok = within_tolerance(c, r, tol);
+          violates = !ok;
           const double a = abs_error(c, r), rel = rel_error(c, r), u = ulp_error(c, r, ct);
           abs_sum += a;
           rel_sum += rel;
@@ -119,24 +137,22 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
           if (std::isinf(c) || std::isinf(r)) {
             ++infinite;
             allowed = std::isinf(r) ? kInf : tol.atol + tol.rtol * std::fabs(r);
-            margin = ok ? kInf : -kInf;
           } else {
             allowed = tol.atol + tol.rtol * std::fabs(static_cast<double>(r));
-            margin = allowed - a;
-            // Both are rounded in double; the sign follows the exact decision.
-            if (ok)
-              margin = std::max(margin, 0.0);
-            else
-              margin = std::min(margin, -std::numeric_limits<double>::denorm_min());
           }
+          ratio = error_ratio(a, allowed, ok);
           if (!ok) ++t.violations;
         }
-        if (worst_flat < 0 || margin < worst.margin) {
+        // Largest ratio; at an equal ratio a violation outranks a pass (both can read 1.0);
+        // otherwise the first in row-major order stays.
+        if (worst_flat < 0 || ratio > worst.margin ||
+            (ratio == worst.margin && violates && !worst.violates)) {
           worst_flat = flat;
           worst.candidate = c;
           worst.reference = r;
           worst.allowed = allowed;
-          worst.margin = margin;
+          worst.margin = ratio;
+          worst.violates = violates;
         }
       });
   if (worst_flat >= 0) {

@@ -21,9 +21,12 @@ std::string accuracy_problem(const AccuracyTensor& t) {
                               t.violations, t.numel);
   if (t.nan_elements > 0) s += fmt::format(" ({} with NaN)", t.nan_elements);
   if (t.worst)
-    s += fmt::format("; worst at {}: candidate {}, reference {}, allowed {}, margin {}",
+    s += fmt::format("; worst at {}: candidate {}, reference {}, |c - r| / allowed = {:.4g}{} "
+                     "(allowed {:.4g})",
                      shape_string(t.worst->index), t.worst->candidate, t.worst->reference,
-                     t.worst->allowed, t.worst->margin);
+                     t.worst->margin,
+                     t.worst->margin == 1.0 ? (t.worst->violates ? " (over)" : " (within)") : "",
+                     t.worst->allowed);
   return s;
 }
 

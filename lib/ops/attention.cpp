@@ -595,6 +595,7 @@ class Attention final : public Op {
   std::vector<TensorDecl> gradients() const override {
     return {{"dq", DType::kBF16}, {"dk", DType::kBF16}, {"dv", DType::kBF16}};
   }
+  TokenLayout token_layout() const override { return TokenLayout::kAttentionGrid; }
   Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const override {
     return forward(in, ctx, Path::kReference);
   }

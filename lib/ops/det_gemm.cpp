@@ -85,6 +85,9 @@ class DetGemm final : public Op {
   std::vector<TensorDecl> gradients() const override {
     return {{"da", DType::kBF16}, {"db", DType::kBF16}};
   }
+  // Option B's mid split puts K/2 at the top of the tree, so two ranks of half K each give
+  // the tree's two halves and the bf16 all-reduce is its last merge (TP=2 == TP=1 bitwise).
+  std::optional<KSplit> k_split() const override { return KSplit{"a", "b", "c"}; }
   Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const override {
     return forward(name(), in, ctx, Path::kReference);
   }

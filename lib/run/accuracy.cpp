@@ -1,5 +1,10 @@
-// Accuracy cells (spec §4.1): candidate vs FP32 reference on one fixture.
+// Accuracy cells (spec §4.1): candidate vs FP32 reference on one fixture — generated, or the
+// user's tensors (--inputs) — and what --dump writes of a cell.
 #include <fmt/format.h>
+
+#include <charconv>
+#include <filesystem>
+#include <set>
 
 #include "ws1/judge.hpp"
 #include "ws1/runner.hpp"
@@ -7,13 +12,22 @@
 namespace ws1 {
 namespace {
 
-std::string cell_id(const RunContext& run, const Op& op, Judgment j, Tier tier,
-                    const std::string& fixture_id) {
-  // The fixture id already says op/tier/distribution; keep the tier for user fixtures.
-  if (fixture_id.rfind(std::string(op.name()) + "/", 0) == 0)
-    return fmt::format("{}/{}/{}", run.expected_backend, contract_name(j), fixture_id);
+std::string cell_id(const RunContext& run, const Op& op, Judgment j, const CellInputs& in) {
+  // A generated fixture's id already says op/tier/distribution; a user fixture's id
+  // ("user:<file>") says the tier.
+  if (in.fixture_id.rfind(std::string(op.name()) + "/", 0) == 0)
+    return fmt::format("{}/{}/{}", run.expected_backend, contract_name(j), in.fixture_id);
+  if (in.tier == kUserTier)
+    return fmt::format("{}/{}/{}/{}", run.expected_backend, contract_name(j), op.name(),
+                       in.fixture_id);
   return fmt::format("{}/{}/{}/{}/{}", run.expected_backend, contract_name(j), op.name(),
-                     tier_name(tier), fixture_id);
+                     in.tier, in.fixture_id);
+}
+
+// An op's complaint about the user's tensors names the file they came from.
+Error against_source(Error e, const CellInputs& in, const Op& op) {
+  if (in.source_file.empty() || e.file != op.name()) return e;
+  return bad_input(in.source_file, e.where, fmt::format("{}: {}", op.name(), e.problem));
 }
 
 Cell red(Cell cell, std::string reason) {
@@ -25,24 +39,22 @@ Cell red(Cell cell, std::string reason) {
 }  // namespace
 
 Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const Op& op,
-                                  Judgment judgment, const std::string& fixture_id,
-                                  const std::string& fixture_hash, std::uint64_t seed,
-                                  Tier tier, const Tensors& inputs, Tensors* dump_candidate,
-                                  Tensors* dump_reference) {
+                                  Judgment judgment, const CellInputs& in, CellTensors* keep) {
+  const Tensors& inputs = in.tensors;
   const Contract& contract = *run.contract;
   const bool backward = judgment == Judgment::kGradientAccuracy;
   const OpClass cls = op_class_for(run, op);
 
   Cell cell;
-  cell.id = cell_id(run, op, judgment, tier, fixture_id);
+  cell.id = cell_id(run, op, judgment, in);
   cell.op = std::string(op.name());
   cell.op_class = std::string(contract_name(cls));
   cell.judgment = judgment;
-  cell.tier = std::string(tier_name(tier));
+  cell.tier = in.tier;
   cell.transform = "none";
   cell.backend = {run.expected_backend, backend.name()};
   cell.kernel_id = backend.kernel_id(op, backward ? Direction::kBackward : Direction::kForward);
-  FixtureRef ref{fixture_id, fixture_hash, seed, {}};
+  FixtureRef ref{in.fixture_id, in.hash, in.seed, {}};
   for (const auto& t : inputs) ref.tensors.push_back({t.name, t.tensor.dtype(), t.tensor.shape()});
   cell.fixture = std::move(ref);
   cell.readback = backend.readback();
@@ -69,13 +81,13 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
   // candidate's (spec §9.3: provenance is checked on every path).
   auto reference = backward ? op.reference_backward(inputs, run.op_context)
                             : op.reference_forward(inputs, run.op_context);
-  if (!reference) return reference.error();
+  if (!reference) return against_source(reference.error(), in, op);
+  if (keep != nullptr) *keep = CellTensors{{}, *reference};
   auto candidate = backward ? backend.backward(op, inputs, run.op_context)
                             : backend.forward(op, inputs, run.op_context);
   if (!candidate)
     return red(std::move(cell), "candidate failed: " + candidate.error().message());
-  if (dump_candidate != nullptr) *dump_candidate = *candidate;
-  if (dump_reference != nullptr) *dump_reference = *reference;
+  if (keep != nullptr) keep->candidate = *candidate;
 
   std::vector<std::string> problems;
   for (const TensorDecl& d : decls) {
@@ -127,14 +139,216 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
   return cell;
 }
 
-Result<Cell> run_accuracy_cell(const RunContext& run, FixtureGenerator& generator,
-                               Backend& backend, const Op& op, Judgment judgment,
-                               const FixtureSpec& spec) {
+Result<CellInputs> generated_inputs(const RunContext& run, FixtureGenerator& generator,
+                                    const FixtureSpec& spec) {
   auto fixture = generator.generate(spec);
   if (!fixture) return fixture.error();
   if (Status st = verify_fixture(*run.lock, *fixture); !st) return st.error();
-  return run_accuracy_cell_on(run, backend, op, judgment, fixture->id, fixture_hash(*fixture),
-                              fixture->seed, spec.tier, fixture->tensors);
+  CellInputs in;
+  in.fixture_id = fixture->id;
+  in.hash = fixture_hash(*fixture);
+  in.hashed_id = fixture->id;
+  in.seed = fixture->seed;
+  in.tier = std::string(tier_name(spec.tier));
+  in.tensors = std::move(fixture->tensors);
+  return in;
+}
+
+Result<Cell> run_accuracy_cell(const RunContext& run, FixtureGenerator& generator,
+                               Backend& backend, const Op& op, Judgment judgment,
+                               const FixtureSpec& spec) {
+  auto in = generated_inputs(run, generator, spec);
+  if (!in) return in.error();
+  return run_accuracy_cell_on(run, backend, op, judgment, *in);
+}
+
+// ---- the tensors an op takes ----
+
+namespace {
+
+// Inputs an op accepts beyond what its fixtures hold (lib/ops/<op>.cpp says what they mean),
+// with their shape derived from a fixture's tensors.
+struct ExtraInput {
+  std::string_view op, name;
+  DType dtype;
+  std::string_view note;
+  Shape (*shape)(const FixtureSpec&);
+};
+
+Shape key_mask_shape(const FixtureSpec& f) {
+  const TensorSpec* q = f.tensor("q");
+  const TensorSpec* k = f.tensor("k");
+  if (q == nullptr || k == nullptr || q->shape.size() != 4 || k->shape.size() != 4) return {};
+  return {q->shape[0], k->shape[2]};
+}
+
+constexpr ExtraInput kExtraInputs[] = {
+    {"attention", "key_mask", DType::kBool,
+     "[B, Skv], true = valid key (default: all keys valid)", key_mask_shape},
+};
+
+}  // namespace
+
+std::vector<OpInputDecl> op_input_decls(std::span<const FixtureSpec> catalogue,
+                                        std::string_view op) {
+  std::vector<OpInputDecl> decls;
+  std::vector<const FixtureSpec*> per_tier;  // the normal fixture of each accuracy tier
+  for (const FixtureSpec& f : catalogue)
+    if (f.op == op && f.tier != Tier::kInvariance && f.distribution == Distribution::kNormal)
+      per_tier.push_back(&f);
+  if (per_tier.empty()) return decls;
+  for (const TensorSpec& t : per_tier.front()->tensors)
+    decls.push_back(OpInputDecl{t.name, t.dtype, t.role, false, "", {}});
+  for (const ExtraInput& e : kExtraInputs)
+    if (e.op == op)
+      decls.push_back(OpInputDecl{std::string(e.name), e.dtype, TensorRole::kIndex, true,
+                                  std::string(e.note), {}});
+  for (const FixtureSpec* f : per_tier) {
+    for (OpInputDecl& d : decls) {
+      if (const TensorSpec* t = f->tensor(d.name)) {
+        d.shapes.emplace_back(f->tier, t->shape);
+        continue;
+      }
+      for (const ExtraInput& e : kExtraInputs)
+        if (e.op == op && e.name == d.name) {
+          Shape s = e.shape(*f);
+          if (!s.empty()) d.shapes.emplace_back(f->tier, std::move(s));
+        }
+    }
+  }
+  return decls;
+}
+
+// ---- bring-your-own inputs ----
+
+namespace {
+
+const std::string* meta(const std::map<std::string, std::string>& m, std::string_view key) {
+  auto it = m.find(std::string(key));
+  return it == m.end() ? nullptr : &it->second;
+}
+
+std::string names_of(std::span<const OpInputDecl> decls, bool backward) {
+  std::string s;
+  for (const OpInputDecl& d : decls) {
+    if (!backward && d.role == TensorRole::kGradSeed) continue;
+    s += (s.empty() ? "" : ", ") + d.name + (d.optional ? " (optional)" : "");
+  }
+  return s;
+}
+
+}  // namespace
+
+Result<CellInputs> user_inputs(std::span<const OpInputDecl> decls, std::string_view op,
+                               bool backward, const std::string& file,
+                               const std::map<std::string, std::string>& metadata,
+                               std::span<const NamedTensor> tensors) {
+  const std::string name = std::filesystem::path(file).filename().string();
+  const std::string hint = fmt::format("see `ws1check ops --op {}`", op);
+
+  // A dump contributes its in.* tensors; anything else in it is the cell's results.
+  std::string prefix;
+  if (const std::string* format = meta(metadata, kMetaDumpFormat)) {
+    if (*format != kDumpFormat)
+      return bad_input(file, "__metadata__." + std::string(kMetaDumpFormat),
+                       fmt::format("'{}': this build reads {} dumps", *format, kDumpFormat));
+    if (const std::string* dumped = meta(metadata, kMetaOp); dumped != nullptr && *dumped != op)
+      return bad_input(file, "__metadata__." + std::string(kMetaOp),
+                       fmt::format("a dump of op {}, not of {}", *dumped, op));
+    prefix = "in.";
+  }
+  std::vector<const NamedTensor*> given;
+  for (const NamedTensor& t : tensors) {
+    if (!prefix.empty()) {
+      if (t.name.rfind("cand.", 0) == 0 || t.name.rfind("ref.", 0) == 0) continue;
+      if (t.name.rfind(prefix, 0) != 0)
+        return bad_input(file, t.name, "not a tensor of a ws1check dump (in.*, cand.*, ref.*)");
+    }
+    given.push_back(&t);
+  }
+  const auto find = [&](const std::string& n) -> const NamedTensor* {
+    for (const NamedTensor* t : given)
+      if (t->name == prefix + n) return t;
+    return nullptr;
+  };
+  std::set<std::string> known;
+  for (const OpInputDecl& d : decls) known.insert(prefix + d.name);
+  for (const NamedTensor* t : given)
+    if (!known.contains(t->name))
+      return bad_input(file, t->name,
+                       fmt::format("not a tensor {} takes; it takes {} ({})", op,
+                                   names_of(decls, true), hint));
+
+  CellInputs in;
+  for (const OpInputDecl& d : decls) {
+    const NamedTensor* t = find(d.name);
+    if (t == nullptr) {
+      if (d.optional || (!backward && d.role == TensorRole::kGradSeed)) continue;
+      return bad_input(file, prefix + d.name,
+                       fmt::format("missing: {} {} needs it ({})", op,
+                                   d.role == TensorRole::kGradSeed ? "backward" : "forward", hint));
+    }
+    if (t->tensor.dtype() != d.dtype)
+      return bad_input(file, t->name,
+                       fmt::format("is {}, {} takes {} ({})",
+                                   dtype_safetensors_name(t->tensor.dtype()), op,
+                                   dtype_safetensors_name(d.dtype), hint));
+    in.tensors.push_back(NamedTensor{d.name, t->tensor});
+  }
+
+  in.fixture_id = "user:" + name;
+  in.tier = std::string(kUserTier);
+  in.source_file = file;
+  in.hashed_id = in.fixture_id;
+  if (const std::string* id = meta(metadata, kMetaHashedId)) {
+    in.hashed_id = *id;
+  } else if (const std::string* fid = meta(metadata, kMetaFixtureId)) {
+    in.hashed_id = *fid;
+  }
+  if (const std::string* seed = meta(metadata, kMetaSeed)) {
+    const char* end = seed->data() + seed->size();
+    auto [p, ec] = std::from_chars(seed->data(), end, in.seed);
+    if (ec != std::errc() || p != end || seed->empty())
+      return bad_input(file, "__metadata__." + std::string(kMetaSeed),
+                       fmt::format("'{}' is not an unsigned 64-bit integer", *seed));
+  }
+  in.hash = fixture_hash(in.hashed_id, in.seed, in.tensors);
+  if (const std::string* recorded = meta(metadata, kMetaFixtureHash); recorded && *recorded != in.hash)
+    return bad_input(file, "__metadata__." + std::string(kMetaFixtureHash),
+                     fmt::format("the tensors hash to {}, not to the recorded {}: the file changed "
+                                 "after ws1check wrote it (drop its __metadata__ to use it as new "
+                                 "inputs)",
+                                 in.hash, *recorded));
+  return in;
+}
+
+// ---- dumps ----
+
+CellDump cell_dump(const Cell& cell, const CellInputs& in, const CellTensors& computed,
+                   const Contract& contract) {
+  CellDump d;
+  for (char c : cell.id) d.file_name += c == '/' ? std::string("__") : std::string(1, c);
+  d.file_name += ".safetensors";
+  for (const NamedTensor& t : in.tensors) d.tensors.push_back({"in." + t.name, t.tensor});
+  for (const NamedTensor& t : computed.candidate) d.tensors.push_back({"cand." + t.name, t.tensor});
+  for (const NamedTensor& t : computed.reference) d.tensors.push_back({"ref." + t.name, t.tensor});
+  d.metadata = {
+      {std::string(kMetaDumpFormat), std::string(kDumpFormat)},
+      {"ws1.cell_id", cell.id},
+      {std::string(kMetaOp), cell.op},
+      {"ws1.op_class", cell.op_class},
+      {"ws1.judgment", std::string(contract_name(cell.judgment))},
+      {"ws1.direction", std::string(direction_name(direction_of(cell.judgment)))},
+      {"ws1.tier", cell.tier},
+      {"ws1.verdict", std::string(verdict_name(cell.verdict))},
+      {std::string(kMetaFixtureId), in.fixture_id},
+      {std::string(kMetaFixtureHash), in.hash},
+      {std::string(kMetaHashedId), in.hashed_id},
+      {std::string(kMetaSeed), std::to_string(in.seed)},
+      {"ws1.contract_version", contract.version},
+      {"ws1.backend", cell.backend.actual},
+  };
+  return d;
 }
 
 }  // namespace ws1

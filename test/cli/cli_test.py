@@ -43,7 +43,7 @@ class CliBasics(unittest.TestCase):
             self.assertEqual(rc, 2, args)
 
     def test_pending_subcommands_exit_2_without_output(self):
-        for sub in ("invariance", "parity", "audit", "gate"):
+        for sub in ("parity", "audit", "gate"):
             rc, out, err = run(sub)
             self.assertEqual(rc, 2, sub)
             self.assertEqual(out, "", sub)
@@ -92,6 +92,46 @@ class Accuracy(unittest.TestCase):
         rc, out, err = run("accuracy", "--op", "rms_norm", "--backend", "cuda_bf16", "--workload", SMOKE)
         self.assertEqual(rc, 3)
         self.assertEqual(len(err.strip().splitlines()), 1, err)
+
+
+class Invariance(unittest.TestCase):
+    def test_invariance_smoke_all_transforms(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run("invariance", "--op", "all", "--direction", "both",
+                               "--backend", "cpu_bf16", "--workload", SMOKE, "--out", d, cwd=ROOT)
+            self.assertEqual(rc, 0, err + out)
+            e = json.load(open(os.path.join(d, "invariance-cpu_bf16.json")))
+            self.assertEqual(e["summary"]["red"], 0)
+            transforms = {c["transform"] for c in e["cells"]}
+            self.assertEqual(transforms, {"BN/chunked", "B1/full", "B1/chunked", "BN/permuted",
+                                          "BN/padded_right", "BN/padded_left", "layout", "tp2"})
+            for c in e["cells"]:
+                self.assertIn(c["judgment"], ("forward_invariance", "gradient_invariance"))
+                self.assertEqual(c["threshold"]["mode"], "bitwise")
+                if c["verdict"] == "na":
+                    self.assertTrue(c["reason"])
+                if c["transform"] == "tp2":
+                    self.assertEqual(c["op"], "det_gemm")
+            ops = {c["op"] for c in e["cells"] if c["verdict"] == "green"}
+            self.assertEqual(len(ops), 13)
+
+    def test_invariance_one_transform_and_na(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run("invariance", "--op", "rms_norm", "--transform", "tp2",
+                               "--workload", SMOKE, "--out", d, "--json")
+            self.assertEqual(rc, 0, err)
+            e = json.loads(out)
+            self.assertEqual([c["verdict"] for c in e["cells"]], ["na"])
+            self.assertIn("no K to split", e["cells"][0]["reason"])
+
+    def test_invariance_bad_options_exit_2_nothing_written(self):
+        with tempfile.TemporaryDirectory() as d:
+            for args in (["--transform", "BN/sideways"], ["--op", "no_such_op"],
+                         ["--direction", "up"], ["--workload", src("README.md")]):
+                rc, out, err = run("invariance", *args, "--out", d)
+                self.assertEqual(rc, 2, args)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertEqual(os.listdir(d), [])
 
 
 class Env(unittest.TestCase):

@@ -218,6 +218,7 @@ TEST_CASE("evidence: full artifact round-trips through simdjson", "[evidence]") 
   same_double(at(worst, "reference"), a.worst->reference);
   same_double(at(worst, "allowed"), a.worst->allowed);
   same_double(at(worst, "margin"), a.worst->margin);
+  CHECK(boolean(at(worst, "violates")) == a.worst->violates);
   // -0.0 keeps its sign.
   CHECK(std::signbit(read_float(at(at(acc, "abs_error"), "p999"))));
 

@@ -47,7 +47,9 @@ Evidence sample_evidence() {
   acc.rel_error = {std::numeric_limits<double>::max(), std::numeric_limits<double>::min(),
                    2.2250738585072009e-308, 1e23};
   acc.ulp_distance = {1.0, 0.5, 0.0, 0.30000000000000004};
-  acc.worst = WorstElement{{3, 26, 4095}, 1.0078125, 1.00390625, 0.07007812500000001, 0.0664};
+  // |c - r| / allowed = 0.00390625 / 0.070078125, in double.
+  acc.worst = WorstElement{{3, 26, 4095}, 1.0078125, 1.00390625, 0.07007812500000001,
+                           0.05574136008918617, false};
   green.accuracy.push_back(acc);
 
   Cell red;

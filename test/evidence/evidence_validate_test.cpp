@@ -77,6 +77,23 @@ TEST_CASE("evidence: inconsistent tensor records are rejected", "[evidence]") {
                   "cells[0].tensors[0].worst", "missing");
   expect_rejected([](ws1::Evidence& e) { e.cells[0].accuracy[0].worst->index = {1}; },
                   "cells[0].tensors[0].worst.index", "rank");
+  // The worst element must not contradict the exact decision: a violation there iff the tensor
+  // has one, and a ratio on that side of 1.
+  expect_rejected([](ws1::Evidence& e) { e.cells[0].accuracy[0].worst->violates = true; },
+                  "cells[0].tensors[0].worst.violates", "true with 0 violation(s)");
+  expect_rejected([](ws1::Evidence& e) { e.cells[0].accuracy[0].worst->margin = 1.5; },
+                  "cells[0].tensors[0].worst.margin", "contradicts violates = false");
+  expect_rejected([](ws1::Evidence& e) { e.cells[0].accuracy[0].worst->margin = -0.25; },
+                  "cells[0].tensors[0].worst.margin", "contradicts");
+  expect_rejected(
+      [](ws1::Evidence& e) {
+        auto& t = e.cells[0].accuracy[0];
+        e.cells[0].verdict = ws1::Verdict::kRed;
+        e.cells[0].reason = "y: 1 violation";
+        t.violations = 1;
+        t.worst->violates = true;  // a violation whose ratio reads below 1
+      },
+      "cells[0].tensors[0].worst.margin", "contradicts violates = true");
   expect_rejected([](ws1::Evidence& e) { e.cells[1].bitwise[1].equal_bits = true; },
                   "cells[1].tensors[1].equal_bits", "true with differing");
   expect_rejected([](ws1::Evidence& e) { e.cells[1].bitwise[0].mismatches = 1; },

@@ -209,6 +209,8 @@ TEST_CASE("schema: the walker catches planted defects", "[evidence]") {
       {"bad verdict", [](nlohmann::ordered_json& j) { j["cells"][1]["verdict"] = "amber"; }, "$.cells[1].verdict: not in the enum"},
       {"missing worst", [](nlohmann::ordered_json& j) { j["cells"][0]["tensors"][0].erase("worst"); },
        "$.cells[0].tensors[0]: matches 0 oneOf"},
+      {"worst without violates", [](nlohmann::ordered_json& j) { j["cells"][0]["tensors"][0]["worst"].erase("violates"); },
+       "$.cells[0].tensors[0]: matches 0 oneOf"},
       {"string count", [](nlohmann::ordered_json& j) { j["summary"]["red"] = "1"; }, "$.summary.red: wrong type"},
       {"bad commit", [](nlohmann::ordered_json& j) { j["checkout"]["commit"] = "HEAD"; }, "$.checkout: matches 0 oneOf"},
       {"bad bits", [](nlohmann::ordered_json& j) { j["cells"][1]["tensors"][0]["first_mismatches"][0]["lhs_bits"] = "0000"; },

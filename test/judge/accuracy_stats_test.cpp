@@ -2,6 +2,7 @@
 // max, nearest-rank P99 / P99.9, relative error with the §4.1 denominator floor, ULPs of the
 // candidate dtype, the worst element.
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "judge_test_support.hpp"
@@ -79,7 +80,8 @@ TEST_CASE("stats: a permutation of j/1024 against zero", "[judge]") {
   CHECK(a.worst->candidate == 199.0 / 1024.0);
   CHECK(a.worst->reference == 0.0);
   CHECK(a.worst->allowed == tol.atol);
-  CHECK(a.worst->margin == tol.atol - 199.0 / 1024.0);
+  CHECK(a.worst->margin == (199.0 / 1024.0) / tol.atol);
+  CHECK(a.worst->violates == (a.violations > 0));
 }
 
 TEST_CASE("stats: nearest-rank percentiles for several sizes", "[judge]") {
@@ -124,27 +126,75 @@ TEST_CASE("stats: ULPs count candidate-dtype steps from the correctly rounded an
   CHECK(b.ulp_distance.max == static_cast<double>((3 * 0x1p-7 - 0x1p-10) / 0x1p-23));
 }
 
-TEST_CASE("stats: worst element is the smallest margin, not the largest error", "[judge]") {
-  // With rtol > 0 a large reference earns a large allowance: the biggest absolute error need
-  // not be the worst element.
+TEST_CASE("stats: worst element is the largest |c - r| / allowed", "[judge]") {
+  // With rtol > 0 a large reference earns a large allowance. Element 0 (r = 1024) and element
+  // 1 (r = 0) get errors that are powers of two derived from the contract row, so |c - r| is
+  // exact and only allowed is rounded.
   const ws1::Tolerance tol =
       tolerance(Judgment::kForwardAccuracy, OpClass::kReduction, ContractDType::kBFloat16);
   REQUIRE(tol.rtol > 0);
   const float big = 1024.0f;
-  const float err_big =
-      static_cast<float>(std::ldexp(1.0, static_cast<int>(std::floor(std::log2(tol.rtol * big)))));
-  const float err_small =
-      static_cast<float>(std::ldexp(1.0, static_cast<int>(std::floor(std::log2(tol.atol)))));
-  REQUIRE(err_big > err_small);
-  const auto a =
-      ws1::judge_accuracy("y", f32({2}, {big + err_big, err_small}), f32({2}, {big, 0.0f}), tol);
-  REQUIRE(a.worst);
-  const double margin0 = tol.atol + tol.rtol * big - err_big;
-  const double margin1 = tol.atol - err_small;
-  REQUIRE(margin1 < margin0);
-  CHECK(a.worst->index == ws1::Dims{1});
-  CHECK(a.worst->margin == margin1);
-  CHECK(a.abs_error.max == err_big);
+  const auto pow2_below = [](double x) {
+    return static_cast<float>(std::ldexp(1.0, static_cast<int>(std::floor(std::log2(x)))));
+  };
+  const float err_small = pow2_below(tol.atol);  // ratio in (1/2, 1]
+  const double allowed_big = tol.atol + tol.rtol * big;
+  SECTION("the largest error is not the worst when its allowance is larger") {
+    const float err_big = pow2_below(allowed_big) / 2;  // ratio in (1/4, 1/2]
+    REQUIRE(err_big > err_small);
+    const auto a =
+        ws1::judge_accuracy("y", f32({2}, {big + err_big, err_small}), f32({2}, {big, 0.0f}), tol);
+    REQUIRE(a.worst);
+    REQUIRE(err_small / tol.atol > err_big / allowed_big);
+    CHECK(a.worst->index == ws1::Dims{1});
+    CHECK(a.worst->margin == err_small / tol.atol);
+    CHECK(a.worst->allowed == tol.atol);
+    CHECK(a.abs_error.max == err_big);
+  }
+  SECTION("the worst ratio, not the smallest allowed - |c - r| (D12)") {
+    const float err_big = pow2_below(allowed_big);  // ratio in (1/2, 1]
+    const auto a =
+        ws1::judge_accuracy("y", f32({2}, {big + err_big, err_small}), f32({2}, {big, 0.0f}), tol);
+    REQUIRE(a.worst);
+    // The premise: element 0 uses more of its allowance, element 1 has less left over.
+    REQUIRE(err_big / allowed_big > err_small / tol.atol);
+    REQUIRE(tol.atol - err_small < allowed_big - err_big);
+    CHECK(a.worst->index == ws1::Dims{0});
+    CHECK(a.worst->margin == err_big / allowed_big);
+    CHECK(a.worst->candidate == big + err_big);
+    CHECK(a.worst->reference == big);
+    CHECK(a.worst->allowed == allowed_big);
+    CHECK(a.worst->violates == (a.violations > 0));
+  }
+  SECTION("ties: the first in row-major order") {
+    const auto a = ws1::judge_accuracy("y", f32({2, 2}, {0.0f, err_small, -err_small, err_small}),
+                                       f32({2, 2}, std::vector<float>(4, 0.0f)), tol);
+    REQUIRE(a.worst);
+    CHECK(a.worst->index == ws1::Dims{0, 1});
+    CHECK(a.worst->margin == err_small / tol.atol);
+  }
+}
+
+TEST_CASE("stats: a zero allowance gives ratio 0 without error, +inf with one", "[judge]") {
+  // A bitwise row's tolerance (atol = rtol = 0), applied as an accuracy tolerance.
+  const ws1::Tolerance zero =
+      tolerance(Judgment::kForwardInvariance, OpClass::kReduction, ContractDType::kBFloat16);
+  REQUIRE(zero.atol == 0);
+  REQUIRE(zero.rtol == 0);
+  const auto same = ws1::judge_accuracy("y", f32({3}, {0.0f, 1.5f, -2.0f}),
+                                        f32({3}, {-0.0f, 1.5f, -2.0f}), zero);
+  CHECK(ws1::passed(same));
+  REQUIRE(same.worst);
+  CHECK(same.worst->margin == 0);
+  CHECK(same.worst->index == ws1::Dims{0});
+  CHECK_FALSE(same.worst->violates);
+  const auto off = ws1::judge_accuracy("y", f32({3}, {0.0f, 1.5f, -2.0f}),
+                                       f32({3}, {0.0f, 1.5f, std::nextafter(-2.0f, 0.0f)}), zero);
+  CHECK(off.violations == 1);
+  REQUIRE(off.worst);
+  CHECK(off.worst->index == ws1::Dims{2});
+  CHECK(off.worst->margin == std::numeric_limits<double>::infinity());
+  CHECK(off.worst->violates);
 }
 
 TEST_CASE("stats: a few million elements", "[judge]") {

@@ -102,12 +102,15 @@ TEST_CASE("accuracy: the boundary of every contract row is decided exactly", "[j
           CHECK(a.violations == 1);
           REQUIRE(a.worst);
           CHECK(a.worst->index == ws1::Dims{1});
-          CHECK(a.worst->margin < 0);
+          CHECK(a.worst->violates);
+          CHECK(a.worst->margin >= 1);  // |c - r| / allowed: over the allowance
           const ws1::AccuracyTensor ok =
               ws1::judge_accuracy("y", of_dtype(t, {1}, {edge}), f32({1}, {r}), row.tol);
           CHECK(ws1::passed(ok));
           REQUIRE(ok.worst);
+          CHECK_FALSE(ok.worst->violates);
           CHECK(ok.worst->margin >= 0);
+          CHECK(ok.worst->margin <= 1);
         }
       }
     }
@@ -140,11 +143,13 @@ TEST_CASE("accuracy: an element exactly on atol + rtol*|r| passes, the next valu
         const auto a = ws1::judge_accuracy("y", f32({2}, {on, past}), f32({2}, {r, r}), tol);
         CHECK(a.violations == 1);
         REQUIRE(a.worst);
-        CHECK(a.worst->index == ws1::Dims{1});
+        CHECK(a.worst->index == ws1::Dims{1});  // the violation, not the element at ratio 1
+        CHECK(a.worst->violates);
         const auto b = ws1::judge_accuracy("y", f32({1}, {on}), f32({1}, {r}), tol);
         CHECK(b.violations == 0);
         REQUIRE(b.worst);
-        CHECK(b.worst->margin == 0);  // allowed - |c - r| with nothing left over
+        CHECK(b.worst->margin == 1);  // the whole allowance used, nothing more
+        CHECK_FALSE(b.worst->violates);
       }
     }
   }
@@ -177,7 +182,11 @@ TEST_CASE("accuracy: a bound that double rounding would move is still decided ex
     CHECK(a.violations == 1);
     REQUIRE(a.worst);
     CHECK(a.worst->index == ws1::Dims{1});
-    CHECK(a.worst->margin < 0);  // its sign follows the exact decision
+    // In double, |c - r| / allowed is exactly 1 here; the record still says violation.
+    CHECK(a.worst->margin == 1);
+    CHECK(a.worst->violates);
+    const std::vector<ws1::AccuracyTensor> v{a};
+    CHECK(ws1::accuracy_reason(v).find("= 1 (over)") != std::string::npos);
   }
   CHECK(rows > 0);
 }
@@ -200,7 +209,8 @@ TEST_CASE("accuracy: NaN never passes and is reported", "[judge]") {
     REQUIRE(a.worst);
     CHECK(a.worst->index == ws1::Dims{1});
     CHECK(std::isnan(a.worst->candidate));
-    CHECK(a.worst->margin == -std::numeric_limits<double>::infinity());
+    CHECK(a.worst->margin == std::numeric_limits<double>::infinity());
+    CHECK(a.worst->violates);
     CHECK(a.abs_error.max == 0.25);  // the NaN is left out of the statistics
     CHECK_FALSE(ws1::passed(a));
     REQUIRE_FALSE(a.notes.empty());
@@ -236,7 +246,8 @@ TEST_CASE("accuracy: equal infinities pass, any other infinity fails", "[judge]"
   CHECK(a.nan_elements == 0);
   REQUIRE(a.worst);
   CHECK(a.worst->index == ws1::Dims{1, 0});
-  CHECK(a.worst->margin == -std::numeric_limits<double>::infinity());
+  CHECK(a.worst->margin == std::numeric_limits<double>::infinity());
+  CHECK(a.worst->violates);
   CHECK(a.abs_error.max == std::numeric_limits<double>::infinity());
   CHECK(a.abs_error.p99 == std::numeric_limits<double>::infinity());  // nearest rank 4 of 4
   CHECK(a.rel_error.max == std::numeric_limits<double>::infinity());
@@ -245,6 +256,8 @@ TEST_CASE("accuracy: equal infinities pass, any other infinity fails", "[judge]"
 
   const auto eq = ws1::judge_accuracy("logp", f32({2}, {inf, -inf}), f32({2}, {inf, -inf}), tol);
   CHECK(ws1::passed(eq));
+  REQUIRE(eq.worst);
+  CHECK(eq.worst->margin == 0);  // equal infinities: no error at all
   CHECK(eq.abs_error.max == 0);
   CHECK(eq.ulp_distance.max == 0);
 }
@@ -336,7 +349,8 @@ TEST_CASE("accuracy: bf16 rounding of the reference passes; a planted defect goe
   CHECK(bad.violations == 1);
   REQUIRE(bad.worst);
   CHECK(bad.worst->index == ws1::Dims{3, 5});
-  CHECK(bad.worst->margin < 0);
+  CHECK(bad.worst->margin > 1);
+  CHECK(bad.worst->violates);
   const std::vector<ws1::AccuracyTensor> bv{good, bad};
   CHECK(ws1::accuracy_verdict(bv) == ws1::Verdict::kRed);
   const std::string reason = ws1::accuracy_reason(bv);

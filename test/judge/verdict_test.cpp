@@ -132,7 +132,8 @@ TEST_CASE("verdict: judge records go into a valid artifact", "[judge]") {
   CHECK(y["passed"] == false);
   CHECK(y["comparable"] == true);
   CHECK(y["worst"]["candidate"] == "nan");
-  CHECK(y["worst"]["margin"] == "-inf");
+  CHECK(y["worst"]["margin"] == "inf");
+  CHECK(y["worst"]["violates"] == true);
   CHECK(j["cells"][0]["tensors"][1]["comparable"] == false);
   const auto& b = j["cells"][1]["tensors"][0];
   CHECK(b["equal_bits"] == true);

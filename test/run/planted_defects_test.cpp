@@ -6,74 +6,21 @@
 #include <cmath>
 #include <functional>
 
-#include "test_paths.hpp"
-#include "ws1/backend.hpp"
-#include "ws1/fixture_lock.hpp"
+#include "run_test_support.hpp"
 #include "ws1/numeric.hpp"
-#include "ws1/runner.hpp"
 
 using namespace ws1;
 
 namespace {
 
-using Kernel = std::function<Result<Tensors>(const Tensors&, const OpContext&)>;
+using test::Kernel;
+using DefectBackend = test::PlantedBackend;
 
-// cpu_bf16 with one op's forward replaced.
-class DefectBackend final : public Backend {
- public:
-  DefectBackend(std::string op, Kernel fwd) : op_(std::move(op)), fwd_(std::move(fwd)) {}
-  std::string name() const override { return "cpu_bf16"; }
-  std::string kernel_id(const Op& op, Direction d) const override {
-    return base_->kernel_id(op, d) + "+planted-defect";
-  }
-  Result<Tensors> forward(const Op& op, const Tensors& in, const OpContext& ctx) override {
-    return op.name() == op_ ? fwd_(in, ctx) : base_->forward(op, in, ctx);
-  }
-  Result<Tensors> backward(const Op& op, const Tensors& in, const OpContext& ctx) override {
-    return base_->backward(op, in, ctx);
-  }
-
- private:
-  std::string op_;
-  Kernel fwd_;
-  std::unique_ptr<Backend> base_ = make_cpu_bf16_backend();
-};
-
-struct Setup {
-  Contract contract;
-  Manifest manifest;
-  FixtureLock lock;
-  std::vector<FixtureSpec> catalogue;
-};
-
-const Setup& setup() {
-  static const Setup s = [] {
-    Setup out;
-    auto c = load_contract(test::source_root() / "contracts" / "ws1-c1-v2.json");
-    auto m = load_manifest(test::source_root() / "fixtures" / "ws1-qwen3-8b-dense.json");
-    auto l = load_fixture_lock(test::source_root() / "fixtures" / "ws1-qwen3-8b-dense.lock.json");
-    if (!c || !m || !l) FAIL("cannot load the shipped contract / workload / lock");
-    out.contract = std::move(c).value();
-    out.manifest = std::move(m).value();
-    out.lock = std::move(l).value();
-    auto cat = fixture_catalogue(out.manifest);
-    if (!cat) FAIL(cat.error().message());
-    out.catalogue = std::move(cat).value();
-    return out;
-  }();
-  return s;
-}
-
-const FixtureSpec& spec(const std::string& id) {
-  for (const auto& s : setup().catalogue)
-    if (s.id == id) return s;
-  FAIL("no fixture " << id);
-  throw;
-}
+const test::Workload& setup() { return test::workload("ws1-qwen3-8b-dense"); }
+const FixtureSpec& spec(const std::string& id) { return setup().spec(id); }
 
 Verdict run_cell(Backend& backend, const std::string& op, const std::string& fixture) {
-  const Setup& s = setup();
-  RunContext run = make_run_context(s.contract, s.manifest, s.lock, "cpu_bf16", 0);
+  RunContext run = setup().run_context();
   FixtureGenerator gen;
   auto cell = run_accuracy_cell(run, gen, backend, *find_op_impl(op), Judgment::kForwardAccuracy,
                                 spec(fixture));
@@ -141,7 +88,7 @@ TEST_CASE("a candidate output in the wrong dtype is red even when its values are
 }
 
 TEST_CASE("a fixture whose bytes are not pinned is refused, not judged", "[run]") {
-  const Setup& s = setup();
+  const test::Workload& s = setup();
   FixtureLock lock = s.lock;
   for (auto& [id, hash] : lock.fixtures)
     if (id == "rms_norm/primary/normal") hash = std::string(32, '0');

@@ -97,11 +97,14 @@ struct ErrorStats {
   double max = 0, mean = 0, p99 = 0, p999 = 0;
 };
 
-// The element with the smallest margin: allowed = atol + rtol * |reference|,
-// margin = allowed - |candidate - reference| (negative: a violation).
+// The element that uses the largest share of its allowance (ws1/judge.hpp): allowed = atol +
+// rtol * |reference|, margin = |candidate - reference| / allowed (> 1: a violation; +inf for a
+// NaN, a failing infinity, or an error where allowed is 0). violates is the exact decision for
+// this element and settles a margin of exactly 1; it is true iff the tensor has a violation.
 struct WorstElement {
   Dims index;
   double candidate = 0, reference = 0, allowed = 0, margin = 0;
+  bool violates = false;
 };
 
 // Candidate against reference, one output or gradient tensor.

@@ -21,10 +21,15 @@
 //   k-th smallest value with k = ceil(p * n), 1-based (n = elements without a NaN). Ranks are
 //   found on a float32 copy of the values, so a percentile is the float32 rounding of the
 //   exact one (capped at the max); max and mean are computed in double.
-// The worst element is the one with the smallest margin = allowed - |c - r| (allowed = atol +
-// rtol * |r|); the first in row-major order on ties. A NaN element's margin is -inf, as is
-// that of a violation involving an infinity. allowed and margin are reported in double; the
-// margin's sign always agrees with the exact decision (< 0 exactly for violations).
+// The worst element is the one with the largest ratio |c - r| / allowed (allowed = atol +
+// rtol * |r|), reported as its margin: how much of its allowance the element uses (issue 3:
+// "observed / allowed at the worst element"); > 1 is a violation. A NaN on either side, a
+// violation involving an infinity, and an error where allowed is 0 give +inf; no error gives
+// 0 (also where allowed is 0). Ties: a violation before a pass, then the first in row-major
+// order. allowed and the ratio are rounded in double, while the verdict is the exact test
+// above; the ratio is therefore clamped onto the exact decision's side of 1 (<= 1 for a pass,
+// >= 1 for a violation), and WorstElement::violates carries the exact decision, so a ratio of
+// exactly 1.0 reads unambiguously and the record never contradicts the verdict.
 #pragma once
 
 #include <cstddef>

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,6 +48,23 @@ struct TensorDecl {
   DType candidate_dtype = DType::kBF16;
 };
 
+// How the invariance runner lays an op's token tensors out (lib/run/invariance_layout.cpp).
+enum class TokenLayout {
+  // Every token tensor has one token per row of its first dimension (the fixture's
+  // token-major layout); a call gets the rows of its tokens, pad rows where a grid pads.
+  kRows,
+  // Attention: q, dy.o, o, dq are [B, H, Sq, D] over query slots; k, v, dk, dv are
+  // [B, Hkv, Skv, D] over key slots; the runner adds key_mask [B, Skv] (false on pads).
+  kAttentionGrid,
+};
+
+// A GEMM whose K can be split over two tensor-parallel ranks: lhs [M, K] along dim 1, rhs
+// [K, N] along dim 0; each rank's output is a partial sum of `out`, and the ranks' outputs
+// are summed in FP32 and rounded once (a bf16 all-reduce, rank order).
+struct KSplit {
+  std::string lhs, rhs, out;
+};
+
 class Op {
  public:
   virtual ~Op() = default;
@@ -58,6 +76,8 @@ class Op {
   virtual std::vector<TensorDecl> outputs() const = 0;
   // Gradients backward returns, e.g. {"dx", bf16}, {"dweight", bf16}. Empty: no backward.
   virtual std::vector<TensorDecl> gradients() const = 0;
+  virtual TokenLayout token_layout() const { return TokenLayout::kRows; }
+  virtual std::optional<KSplit> k_split() const { return std::nullopt; }
 
   // FP32 reference: same inputs upcast, original definition in FP32, FP32 outputs.
   virtual Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const = 0;

@@ -1,0 +1,94 @@
+// `ws1check invariance`: forward and gradient invariance (spec §4.2) of the candidates under the
+// primary matrix's transforms (NOTES §d) plus layout and tp2; a table, the evidence artifact,
+// exit 0 / 1.
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <memory>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "run_session.hpp"
+#include "run_support.hpp"
+#include "ws1/invariance.hpp"
+
+namespace ws1cli {
+namespace {
+
+struct InvarianceOptions {
+  std::string op = "all", direction = "fwd", transform = "all";
+  std::string backend, contract, workload, out = "ws1check-out";
+  bool json = false;
+  unsigned threads = 0;
+};
+
+// The transforms of `op` for `direction`: one by name (an inapplicable one becomes an N/A
+// cell), or all those the op has (tp2 only where there is a K to split).
+std::vector<ws1::Transform> transforms_for(const ws1::Op& op, ws1::Direction d,
+                                           std::optional<ws1::Transform> one) {
+  if (one) return {*one};
+  std::vector<ws1::Transform> v;
+  for (ws1::Transform t : ws1::all_transforms()) {
+    auto na = ws1::transform_not_applicable(op, t, d);
+    if (!na || na->listed) v.push_back(t);
+  }
+  return v;
+}
+
+int run(const InvarianceOptions& o) {
+  auto judgments = judgments_for(o.direction, ws1::Judgment::kForwardInvariance,
+                                 ws1::Judgment::kGradientInvariance);
+  if (!judgments) return report(judgments.error());
+  std::optional<ws1::Transform> one;
+  if (o.transform != "all") {
+    one = ws1::transform_from_name(o.transform);
+    if (!one) {
+      std::string names;
+      for (ws1::Transform t : ws1::all_transforms()) names += std::string(names.empty() ? "" : ", ") + std::string(ws1::transform_name(t));
+      return report(ws1::bad_input("--transform", o.transform, "unknown transform; expected all, " + names));
+    }
+  }
+  auto ops = select_ops(o.op);
+  if (!ops) return report(ops.error());
+  auto session = open_session({o.backend, o.contract, o.workload, o.threads});
+  if (!session) return report(session.error());
+  Session& s = **session;
+
+  ws1::FixtureGenerator generator({o.threads});
+  for (const ws1::Op* op : *ops) {
+    const ws1::FixtureSpec* spec = nullptr;
+    for (const auto& f : s.workload.catalogue)
+      if (f.op == op->name() && f.tier == ws1::Tier::kInvariance) spec = &f;
+    if (spec == nullptr)
+      return report(ws1::bad_input(s.workload.manifest.file, std::string(op->name()),
+                                   "no invariance fixture for this op"));
+    for (ws1::Judgment j : *judgments) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto transforms = transforms_for(*op, ws1::direction_of(j), one);
+      auto cells = ws1::run_invariance_cells(s.run, generator, *s.backend, *op, j, transforms, *spec);
+      if (!cells) return report(cells.error());
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      spdlog::info("{} {} ({} cells, {:.1f} s)", op->name(), ws1::contract_name(j), cells->size(), secs);
+      for (auto& c : *cells) s.evidence.cells.push_back(std::move(c));
+    }
+  }
+  return finish_run(s.evidence, o.out, "invariance-" + s.backend->name(), o.json);
+}
+
+}  // namespace
+
+Command register_invariance(CLI::App& app) {
+  auto o = std::make_shared<InvarianceOptions>();
+  auto* sub = app.add_subcommand("invariance", "forward/gradient bitwise invariance across layouts");
+  sub->add_option("--op", o->op, "op name or 'all'")->default_str("all");
+  sub->add_option("--transform", o->transform,
+                  "BN/chunked | B1/full | B1/chunked | BN/permuted | BN/padded_right | "
+                  "BN/padded_left | layout | tp2 | all")
+      ->default_str("all");
+  sub->add_option("--direction", o->direction, "fwd | bwd | both")->default_str("fwd");
+  add_run_options(sub, o->backend, o->contract, o->workload, o->out, o->json, o->threads);
+  return {sub, [o] { return run(*o); }};
+}
+
+}  // namespace ws1cli

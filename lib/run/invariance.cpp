@@ -1,0 +1,422 @@
+// Invariance cells (spec §4.2): the canonical configuration and each transform run on the
+// candidate; token results compared bit for bit at the active logical tokens, parameter
+// gradients whole (docs/decisions.md D13 says which transforms judge them).
+#include "ws1/invariance.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
+#include <map>
+
+#include "invariance_layout.hpp"
+#include "invariance_plan.hpp"
+#include "ws1/fixture_lock.hpp"
+#include "ws1/judge.hpp"
+#include "ws1/numeric.hpp"
+
+namespace ws1 {
+namespace {
+
+using invariance::Axis;
+using invariance::Call;
+using invariance::LogicalTokens;
+using invariance::OpLayout;
+using invariance::Plan;
+
+struct Named {
+  Transform t;
+  std::string_view name;
+};
+constexpr std::array<Named, 8> kTransforms = {{
+    {Transform::kBnChunked, "BN/chunked"},
+    {Transform::kB1Chunked, "B1/chunked"},
+    {Transform::kB1Full, "B1/full"},
+    {Transform::kBnPermuted, "BN/permuted"},
+    {Transform::kBnPaddedRight, "BN/padded_right"},
+    {Transform::kBnPaddedLeft, "BN/padded_left"},
+    {Transform::kLayout, "layout"},
+    {Transform::kTp2, "tp2"},
+}};
+
+// Parameter gradients are part of the verdict only where the call keeps the canonical tokens
+// together and in order (D13); under regrouping they are measured and reported.
+bool judges_parameters(Transform t) { return t == Transform::kLayout || t == Transform::kTp2; }
+
+// One configuration's candidate results.
+struct ConfigResult {
+  std::vector<NamedTensor> tokens;  // [A, ...] at the active logical tokens
+  std::vector<NamedTensor> whole;   // parameter gradients
+  std::size_t calls = 0;
+  std::optional<std::string> failure;  // the candidate failed or gave unusable tensors
+};
+
+Result<Tensors> invoke(Backend& backend, const Op& op, bool backward, const Tensors& in,
+                       const OpContext& ctx) {
+  return backward ? backend.backward(op, in, ctx) : backend.forward(op, in, ctx);
+}
+
+std::vector<float> upcast(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  std::vector<float> v(static_cast<std::size_t>(c.numel()));
+  if (c.dtype() == DType::kBF16)
+    from_bf16({c.data<bf16>(), v.size()}, v);
+  else if (c.dtype() == DType::kF32)
+    std::memcpy(v.data(), c.data<float>(), v.size() * sizeof(float));
+  return v;
+}
+
+// acc += t upcast to FP32, element by element (acc starts empty: +0). Parameter gradients
+// reach V x H, so no upcast copy is made.
+void add_upcast(const Tensor& t, std::vector<float>& acc) {
+  const Tensor c = t.is_contiguous() ? t : t.contiguous();
+  const auto n = static_cast<std::size_t>(c.numel());
+  if (acc.empty()) acc.assign(n, 0.0f);
+  if (c.dtype() == DType::kBF16) {
+    // bf16 -> float is the upper half of the bits (exact); inline, as this runs over V x H.
+    const auto* p = c.data<std::uint16_t>();
+    for (std::size_t i = 0; i < n; ++i)
+      acc[i] += std::bit_cast<float>(static_cast<std::uint32_t>(p[i]) << 16);
+  } else if (c.dtype() == DType::kF32) {
+    const float* p = c.data<float>();
+    for (std::size_t i = 0; i < n; ++i) acc[i] += p[i];
+  }
+}
+
+// `values` rounded once to `dtype` (bf16 or f32).
+Tensor rounded(DType dtype, const Shape& shape, const std::vector<float>& values) {
+  Tensor t(dtype, shape);
+  if (dtype == DType::kBF16)
+    to_bf16(values, {t.data<bf16>(), values.size()});
+  else
+    std::memcpy(t.data<float>(), values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+// tp2: the call as two ranks holding half of K each. Forward: the ranks' partial outputs summed
+// in FP32 in rank order and rounded once (a bf16 all-reduce). Backward: each rank's gradients
+// of its halves, concatenated along K; other gradients must agree between the ranks.
+Result<Tensors> invoke_k_split(Backend& backend, const Op& op, bool backward, const Tensors& in,
+                               const OpContext& ctx) {
+  const KSplit split = *op.k_split();
+  const Tensor* lhs = find_tensor(in, split.lhs);
+  const Tensor* rhs = find_tensor(in, split.rhs);
+  if (lhs == nullptr || rhs == nullptr || lhs->dim() != 2 || rhs->dim() != 2)
+    return bad_input(std::string(op.name()), split.lhs, "tp2 needs a rank-2 lhs and rhs");
+  const std::int64_t k = lhs->shape()[1], half = k / 2;
+  std::array<Tensors, 2> outs;
+  for (int r = 0; r < 2; ++r) {
+    Tensors part = in;
+    for (NamedTensor& nt : part) {
+      if (nt.name == split.lhs) nt.tensor = lhs->slice(1, r * half, (r + 1) * half).contiguous();
+      if (nt.name == split.rhs) nt.tensor = rhs->slice(0, r * half, (r + 1) * half).contiguous();
+    }
+    auto o = invoke(backend, op, backward, part, ctx);
+    if (!o) return o.error();
+    outs[static_cast<std::size_t>(r)] = std::move(o).value();
+  }
+  Tensors merged;
+  for (const NamedTensor& a : outs[0]) {
+    const Tensor* b = find_tensor(outs[1], a.name);
+    if (b == nullptr) continue;
+    const int cat = a.name == "d" + split.lhs ? 1 : a.name == "d" + split.rhs ? 0 : -1;
+    if (!backward && a.name == split.out) {
+      if (b->shape() != a.tensor.shape() || b->dtype() != a.tensor.dtype())
+        return bad_input(std::string(op.name()), a.name, "the two ranks' outputs differ in shape");
+      std::vector<float> x = upcast(a.tensor), y = upcast(*b);
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+      merged.push_back({a.name, rounded(a.tensor.dtype(), a.tensor.shape(), x)});
+    } else if (backward && cat >= 0 && a.tensor.dim() == 2 && b->dim() == 2 &&
+               a.tensor.dtype() == b->dtype()) {
+      Shape s = a.tensor.shape();
+      s[static_cast<std::size_t>(cat)] *= 2;
+      Tensor t(a.tensor.dtype(), s);
+      for (int r = 0; r < 2; ++r) {
+        const Tensor& src = r == 0 ? a.tensor : *b;
+        const std::int64_t n = src.shape()[static_cast<std::size_t>(cat)];
+        Tensor dst = t.slice(cat, r * n, (r + 1) * n);
+        const Tensor c = src.contiguous();
+        // Row by row: dst is a view with the full tensor's row stride.
+        const std::int64_t rows = c.shape()[0], cols = c.shape()[1];
+        const std::size_t es = dtype_size(c.dtype());
+        for (std::int64_t i = 0; i < rows; ++i)
+          std::memcpy(dst.element({i, 0}), c.data<std::byte>() + static_cast<std::size_t>(i * cols) * es,
+                      static_cast<std::size_t>(cols) * es);
+      }
+      merged.push_back({a.name, std::move(t)});
+    } else {
+      merged.push_back(a);  // a rank-local result the runner does not merge
+    }
+  }
+  return merged;
+}
+
+ConfigResult run_config(const RunContext& run, Backend& backend, const Op& op, bool backward,
+                        const OpLayout& layout, const Tensors& canonical,
+                        const LogicalTokens& tokens, const Plan& plan) {
+  ConfigResult res;
+  res.calls = plan.calls.size();
+  invariance::LogicalResult logical;
+  struct Sum {
+    DType dtype;
+    Shape shape;
+    std::vector<float> acc;
+  };
+  std::map<std::string, Sum> sums;
+  std::vector<std::string> sum_order;
+  const std::vector<TensorDecl> decls = backward ? op.gradients() : op.outputs();
+  for (std::size_t ci = 0; ci < plan.calls.size(); ++ci) {
+    const Call& call = plan.calls[ci];
+    const Tensors in = invariance::call_inputs(layout, canonical, tokens, call, plan.strided);
+    auto out = plan.k_split ? invoke_k_split(backend, op, backward, in, run.op_context)
+                            : invoke(backend, op, backward, in, run.op_context);
+    if (!out) {
+      res.failure = fmt::format("candidate failed on call {} of {}: {}", ci + 1, plan.calls.size(),
+                                out.error().message());
+      return res;
+    }
+    const auto active = static_cast<std::int64_t>(invariance::active_slots(tokens, call).size());
+    for (const TensorDecl& d : decls) {
+      const Tensor* t = find_tensor(*out, d.name);
+      if (t == nullptr) {
+        res.failure = fmt::format("the candidate produced no {} on call {}", d.name, ci + 1);
+        return res;
+      }
+      const Axis axis = layout.axis_of_result(d.name, *t, call.rows(), active);
+      if (axis == Axis::kToken || axis == Axis::kActive) {
+        if (auto err = logical.add(layout, d.name, axis, *t, tokens, call)) {
+          res.failure = *err;
+          return res;
+        }
+      } else if (axis == Axis::kWhole) {
+        auto [it, fresh] = sums.try_emplace(d.name, Sum{t->dtype(), t->shape(), {}});
+        if (fresh) sum_order.push_back(d.name);
+        if (t->dtype() != it->second.dtype || t->shape() != it->second.shape) {
+          res.failure = fmt::format("{} changes dtype or shape between calls", d.name);
+          return res;
+        }
+        if (plan.calls.size() == 1) {
+          res.whole.push_back({d.name, *t});
+          continue;
+        }
+        // The singleton aggregate: FP32, in call order (sample order, then chunk order).
+        add_upcast(*t, it->second.acc);
+      }
+    }
+  }
+  if (auto err = logical.finish(res.tokens)) res.failure = *err;
+  if (plan.calls.size() > 1)
+    for (const std::string& n : sum_order)
+      res.whole.push_back({n, rounded(sums[n].dtype, sums[n].shape, sums[n].acc)});
+  return res;
+}
+
+// lhs (the transform) against rhs (canonical), tensor by tensor, by name.
+std::vector<BitwiseTensor> compare(const std::vector<NamedTensor>& lhs,
+                                   const std::vector<NamedTensor>& rhs, NanPolicy policy,
+                                   std::vector<std::string>& problems) {
+  std::vector<BitwiseTensor> out;
+  for (const NamedTensor& r : rhs) {
+    const auto it = std::find_if(lhs.begin(), lhs.end(), [&](const NamedTensor& l) { return l.name == r.name; });
+    if (it == lhs.end()) {
+      problems.push_back(r.name + ": missing under the transform");
+      continue;
+    }
+    out.push_back(judge_bitwise(r.name, it->tensor, r.tensor, policy));
+  }
+  return out;
+}
+
+Cell finish_cell(Cell cell, std::vector<BitwiseTensor> tensors, std::vector<std::string> problems) {
+  cell.bitwise = std::move(tensors);
+  const bool ok = problems.empty() && bitwise_verdict(cell.bitwise) == Verdict::kGreen;
+  cell.verdict = ok ? Verdict::kGreen : Verdict::kRed;
+  if (!ok) {
+    std::string reason = cell.bitwise.empty() ? std::string() : bitwise_reason(cell.bitwise);
+    for (const std::string& p : problems) reason += (reason.empty() ? "" : "; ") + p;
+    cell.reason = reason.empty() ? "nothing was compared" : reason;
+  }
+  return cell;
+}
+
+Status check_matrix(const Manifest& m, const LogicalTokens& tokens) {
+  if (m.chunk_size < 1)
+    return bad_input(m.file, "primary_matrix.chunk.chunk_size_tokens", "must be at least 1");
+  const std::int64_t longest = tokens.sample_len.empty()
+                                   ? 0
+                                   : *std::max_element(tokens.sample_len.begin(), tokens.sample_len.end());
+  if (m.padded_len < longest)
+    return bad_input(m.file, "fixtures.padding.primary_padded_len",
+                     fmt::format("{} is shorter than the longest sample ({})", m.padded_len, longest));
+  std::vector<std::int64_t> p = m.batch_permutation;
+  std::sort(p.begin(), p.end());
+  for (std::size_t i = 0; i < p.size(); ++i)
+    if (p[i] != static_cast<std::int64_t>(i) || p.size() != tokens.sample_len.size())
+      return bad_input(m.file, "primary_matrix.batch_permutation.permutation",
+                       "is not a permutation of the samples");
+  if (tokens.active_count() == 0)
+    return bad_input(m.file, "fixtures.samples", "no active (completion) token to compare");
+  return {};
+}
+
+}  // namespace
+
+std::string_view transform_name(Transform t) {
+  for (const Named& n : kTransforms)
+    if (n.t == t) return n.name;
+  return "?";
+}
+
+std::optional<Transform> transform_from_name(std::string_view name) {
+  for (const Named& n : kTransforms)
+    if (n.name == name) return n.t;
+  return std::nullopt;
+}
+
+std::span<const Transform> all_transforms() {
+  static const std::array<Transform, 8> all = [] {
+    std::array<Transform, 8> a{};
+    for (std::size_t i = 0; i < kTransforms.size(); ++i) a[i] = kTransforms[i].t;
+    return a;
+  }();
+  return all;
+}
+
+std::optional<NotApplicable> transform_not_applicable(const Op& op, Transform t,
+                                                      Direction direction) {
+  const bool backward = direction == Direction::kBackward;
+  if ((backward ? op.gradients() : op.outputs()).empty())
+    return NotApplicable{fmt::format("{} has no {}", op.name(), backward ? "backward" : "forward")};
+  if (t == Transform::kTp2 && !op.k_split())
+    return NotApplicable{
+        fmt::format("tp2 splits a GEMM's K over two ranks; {} has no K to split", op.name()), false};
+  if (backward && op.token_layout() == TokenLayout::kAttentionGrid &&
+      (t == Transform::kBnChunked || t == Transform::kB1Chunked))
+    return NotApplicable{
+        "chunked prefill is an inference path: a key's dk and dv would be split over the chunks' "
+        "calls; attention's gradient invariance is judged on the full-sequence configurations"};
+  return std::nullopt;
+}
+
+Result<std::vector<Cell>> run_invariance_cells(const RunContext& run, FixtureGenerator& generator,
+                                               Backend& backend, const Op& op, Judgment judgment,
+                                               std::span<const Transform> transforms,
+                                               const FixtureSpec& spec) {
+  if (!is_invariance(judgment))
+    return bad_input(std::string(op.name()), std::string(contract_name(judgment)),
+                     "not an invariance judgment");
+  const Manifest& m = *run.manifest;
+  const LogicalTokens tokens = invariance::logical_tokens(m);
+  if (Status st = check_matrix(m, tokens); !st) return st.error();
+  if (spec.tier != Tier::kInvariance)
+    return bad_input(m.file, spec.id, "not an invariance fixture");
+  auto fixture = generator.generate(spec);
+  if (!fixture) return fixture.error();
+  if (Status st = verify_fixture(*run.lock, *fixture); !st) return st.error();
+
+  const bool backward = judgment == Judgment::kGradientInvariance;
+  const Direction direction = backward ? Direction::kBackward : Direction::kForward;
+  const OpClass cls = op_class_for(run, op);
+  auto row = run.contract->threshold(judgment, cls, run.contract->policy.execution_dtype, run.arch);
+  if (!row) return row.error();
+  auto threshold = cell_threshold(*row, run.contract->file);
+  if (!threshold) return threshold.error();
+  const NanPolicy nan_policy = run.contract->declarations.invariance
+                                   ? run.contract->declarations.invariance->nan_policy
+                                   : NanPolicy::kFail;  // DESIGN §3.3's default
+
+  Cell base;
+  base.op = std::string(op.name());
+  base.op_class = std::string(contract_name(cls));
+  base.judgment = judgment;
+  base.tier = std::string(tier_name(Tier::kInvariance));
+  base.backend = {run.expected_backend, backend.name()};
+  base.kernel_id = backend.kernel_id(op, direction);
+  FixtureRef ref{fixture->id, fixture_hash(*fixture), fixture->seed, {}};
+  for (const auto& t : fixture->tensors) ref.tensors.push_back({t.name, t.tensor.dtype(), t.tensor.shape()});
+  base.fixture = std::move(ref);
+  base.readback = backend.readback();
+  base.threshold = *threshold;
+  const std::vector<TensorDecl> decls = backward ? op.gradients() : op.outputs();
+  if (!decls.empty()) base.dtypes = {decls.front().candidate_dtype, decls.front().candidate_dtype};
+
+  const std::int64_t vocab = std::max<std::int64_t>(1, m.model.config.vocab_size);
+  const OpLayout layout = invariance::op_layout(op, spec, tokens, m.pad_token_id % vocab);
+  std::optional<ConfigResult> canonical;
+  std::optional<std::pair<Plan, ConfigResult>> previous;
+
+  std::vector<Cell> cells;
+  for (Transform t : transforms) {
+    Cell cell = base;
+    cell.transform = std::string(transform_name(t));
+    cell.id = fmt::format("{}/{}/{}/invariance/{}", run.expected_backend, contract_name(judgment),
+                          op.name(), cell.transform);
+    auto na = transform_not_applicable(op, t, direction);
+    if (!na && t == Transform::kBnPermuted && !m.permutation_enabled)
+      na = NotApplicable{"the workload disables batch_permutation"};
+    if (na) {
+      cell.verdict = Verdict::kNa;
+      cell.reason = na->reason;
+      cells.push_back(std::move(cell));
+      continue;
+    }
+    if (!canonical)
+      canonical = run_config(run, backend, op, backward, layout, fixture->tensors, tokens,
+                             invariance::make_plan(m, tokens, std::nullopt, op.token_layout()));
+    if (canonical->failure) {
+      cell.verdict = Verdict::kRed;
+      cell.reason = "canonical BN/full: " + *canonical->failure;
+      cells.push_back(std::move(cell));
+      continue;
+    }
+    // BN/chunked and B1/chunked make the same calls: the second reuses the first's results.
+    Plan plan = invariance::make_plan(m, tokens, t, op.token_layout());
+    if (!previous || !(previous->first == plan)) {
+      previous.reset();  // results reach V x H: hold one configuration's at a time
+      ConfigResult r = run_config(run, backend, op, backward, layout, fixture->tensors, tokens, plan);
+      previous.emplace(std::move(plan), std::move(r));
+    }
+    const ConfigResult& got = previous->second;
+    if (got.failure) {
+      cell.verdict = Verdict::kRed;
+      cell.reason = *got.failure;
+      cells.push_back(std::move(cell));
+      continue;
+    }
+    // Token results (an op whose only gradient is a parameter's, embedding, has none).
+    if (!canonical->tokens.empty() || canonical->whole.empty()) {
+      std::vector<std::string> problems;
+      auto token_tensors = compare(got.tokens, canonical->tokens, nan_policy, problems);
+      cells.push_back(finish_cell(cell, std::move(token_tensors), std::move(problems)));
+    }
+    if (canonical->whole.empty()) continue;
+
+    Cell params = cell;
+    params.id += "/parameters";
+    std::vector<std::string> param_problems;
+    auto whole = compare(got.whole, canonical->whole, nan_policy, param_problems);
+    if (judges_parameters(t)) {
+      cells.push_back(finish_cell(std::move(params), std::move(whole), std::move(param_problems)));
+      continue;
+    }
+    std::vector<std::string> measured;
+    for (const BitwiseTensor& b : whole)
+      measured.push_back(fmt::format("{} {} of {} elements differ", b.name, b.mismatches,
+                                     numel(b.rhs_shape)));
+    params.bitwise = std::move(whole);
+    params.verdict = Verdict::kNa;
+    params.reason = fmt::format(
+        "parameter gradients reduce over the call's tokens; {} regroups or reorders them, which "
+        "changes the FP32 summation order (docs/decisions.md D13); measured{}: {}",
+        cell.transform,
+        got.calls > 1 ? fmt::format(" on the FP32 sum of the {} calls in call order", got.calls) : "",
+        measured.empty() ? "nothing" : fmt::format("{}", fmt::join(measured, ", ")));
+    cells.push_back(std::move(params));
+  }
+  return cells;
+}
+
+}  // namespace ws1

@@ -1,0 +1,260 @@
+// Declared-order probes (ws1/declared_order.hpp): cpu_bf16 computes the contract's declared
+// RMSNorm rounding order and det_gemm tree bit for bit; a backend with the orders swapped (hf
+// rounding, FP32 merges) or with a tree of another shape is red and named for what it does.
+// The probes' inputs are checked to tell the orders apart on many elements.
+#include <catch2/catch.hpp>
+
+#include <functional>
+
+#include "gemm_cpu.hpp"
+#include "test_paths.hpp"
+#include "ws1/backend.hpp"
+#include "ws1/declared_order.hpp"
+#include "ws1/fixture_lock.hpp"
+#include "ws1/runner.hpp"
+
+using namespace ws1;
+
+namespace {
+
+using Kernel = std::function<Result<Tensors>(const Op&, const Tensors&, const OpContext&)>;
+
+// cpu_bf16 with one op's forward and/or backward replaced.
+class WrapperBackend final : public Backend {
+ public:
+  WrapperBackend(std::string op, Kernel fwd, Kernel bwd = nullptr)
+      : op_(std::move(op)), fwd_(std::move(fwd)), bwd_(std::move(bwd)) {}
+  std::string name() const override { return "cpu_bf16"; }
+  std::string kernel_id(const Op& op, Direction d) const override {
+    return base_->kernel_id(op, d) + "+planted-defect";
+  }
+  Result<Tensors> forward(const Op& op, const Tensors& in, const OpContext& ctx) override {
+    return op.name() == op_ && fwd_ ? fwd_(op, in, ctx) : base_->forward(op, in, ctx);
+  }
+  Result<Tensors> backward(const Op& op, const Tensors& in, const OpContext& ctx) override {
+    return op.name() == op_ && bwd_ ? bwd_(op, in, ctx) : base_->backward(op, in, ctx);
+  }
+
+ private:
+  std::string op_;
+  Kernel fwd_, bwd_;
+  std::unique_ptr<Backend> base_ = make_cpu_bf16_backend();
+};
+
+struct Setup {
+  Contract contract;
+  Contract upstream;  // the upstream contract: no ws1check_declarations
+  Manifest manifest;
+  FixtureLock lock;
+};
+
+const Setup& setup() {
+  static const Setup s = [] {
+    Setup out;
+    auto c = load_contract(test::source_root() / "contracts" / "ws1-c1-v2.json");
+    auto u = load_contract(test::source_root() / "test" / "data" / "upstream" /
+                           "tolerance_contract.ws1-c1-v2.json");
+    auto m = load_manifest(test::source_root() / "fixtures" / "ws1-qwen3-8b-dense.json");
+    auto l = load_fixture_lock(test::source_root() / "fixtures" / "ws1-qwen3-8b-dense.lock.json");
+    if (!c || !u || !m || !l) FAIL("cannot load the shipped contracts / workload / lock");
+    out.contract = std::move(c).value();
+    out.upstream = std::move(u).value();
+    out.manifest = std::move(m).value();
+    out.lock = std::move(l).value();
+    return out;
+  }();
+  return s;
+}
+
+RunContext run_context(const Contract& contract) {
+  const Setup& s = setup();
+  return make_run_context(contract, s.manifest, s.lock, "cpu_bf16", 0);
+}
+
+const Op& op(std::string_view name) {
+  const Op* o = find_op_impl(name);
+  REQUIRE(o != nullptr);
+  return *o;
+}
+
+DeclaredOrderResult probe(Backend& backend, std::string_view op_name,
+                          const Contract& contract = setup().contract) {
+  const RunContext run = run_context(contract);
+  auto r = op_name == "det_gemm" ? probe_det_gemm_tree(run, backend, op(op_name))
+                                 : probe_rms_norm_order(run, backend, op(op_name));
+  INFO((r.ok() ? std::string() : r.error().message()));
+  REQUIRE(r.ok());
+  INFO(r->op << ": declared " << r->declared << ", observed " << r->observed << "; " << r->reason);
+  return std::move(r).value();
+}
+
+// The RMSNorm candidate in the given order, whatever the run declares.
+Kernel rms_norm_in(RmsNormOrder order) {
+  return [order](const Op& o, const Tensors& in, const OpContext& ctx) {
+    OpContext c = ctx;
+    c.rms_norm_order = order;
+    return o.cpu_forward(in, c);
+  };
+}
+
+// det_gemm with the given reduction (forward c, backward da and db), bf16 outputs.
+Kernel gemm_fwd(ops::gemm::Reduction red) {
+  return [red](const Op&, const Tensors& in, const OpContext&) -> Result<Tensors> {
+    namespace g = ops::gemm;
+    const Tensor& a = *find_tensor(in, "a");
+    const Tensor& b = *find_tensor(in, "b");
+    return Tensors{{"c", g::gemm(g::matrix(a), g::matrix(b), DType::kBF16, red)}};
+  };
+}
+Kernel gemm_bwd(ops::gemm::Reduction red) {
+  return [red](const Op&, const Tensors& in, const OpContext&) -> Result<Tensors> {
+    namespace g = ops::gemm;
+    const g::ConstMatrix a = g::matrix(*find_tensor(in, "a")), b = g::matrix(*find_tensor(in, "b"));
+    const g::ConstMatrix dy = g::matrix(*find_tensor(in, "dy.c"));
+    return Tensors{{"da", g::gemm(dy, g::transposed(b), DType::kBF16, red)},
+                   {"db", g::gemm(g::transposed(a), dy, DType::kBF16, red)}};
+  };
+}
+
+std::int64_t contract_leaf() {
+  const auto ex = setup().contract.accumulation_exception("det_gemm");
+  REQUIRE(ex);
+  return ex->k_tree_leaf;
+}
+
+}  // namespace
+
+TEST_CASE("declared order: the probes tell the orders apart on many elements", "[run][declared_order]") {
+  auto cpu = make_cpu_bf16_backend();
+  for (const char* name : {"rms_norm", "qk_norm", "det_gemm"}) {
+    const DeclaredOrderResult r = probe(*cpu, name);
+    INFO(name << ": " << r.discriminating << " of " << r.probed << " elements differ between the orders");
+    WARN(name << " probe " << r.probe.id << " (" << r.probe.hash << "): the declared and the other order "
+              << "differ on " << r.discriminating << " of " << r.probed << " elements");
+    REQUIRE(r.probed > 0);
+    // "Many": at least one element in eight (measured: 22% rms_norm, 26% qk_norm, 38% det_gemm).
+    CHECK(r.discriminating * 8 >= r.probed);
+  }
+}
+
+TEST_CASE("declared order: cpu_bf16 computes the declared orders bit for bit", "[run][declared_order]") {
+  auto cpu = make_cpu_bf16_backend();
+  for (const char* name : {"rms_norm", "qk_norm"}) {
+    const DeclaredOrderResult r = probe(*cpu, name);
+    CHECK(r.verdict == Verdict::kGreen);
+    CHECK(r.declared == "kernel");  // the contract's rms_norm_rounding.order
+    CHECK(r.observed == "kernel");
+    CHECK(r.declaration == "ws1check_declarations.rms_norm_rounding.order");
+    REQUIRE(r.tensors.size() == 1);
+    CHECK(passed(r.tensors[0]));
+    CHECK(r.reason.empty());
+    CHECK(r.probe.id == std::string("probe/") + name + "/declared_order");
+    CHECK(r.probe.hash.size() == 32);
+  }
+  const DeclaredOrderResult g = probe(*cpu, "det_gemm");
+  CHECK(g.verdict == Verdict::kGreen);
+  CHECK(g.declared == "option_b");
+  CHECK(g.observed == "option_b");
+  REQUIRE(g.tensors.size() == 3);  // c, da, db
+  for (const auto& t : g.tensors) CHECK(passed(t));
+}
+
+TEST_CASE("declared order planted defect: RMSNorm in the hf order is red and named hf", "[run][declared_order][planted]") {
+  for (const char* name : {"rms_norm", "qk_norm"}) {
+    WrapperBackend swapped(name, rms_norm_in(RmsNormOrder::kHf));
+    const DeclaredOrderResult r = probe(swapped, name);
+    CHECK(r.verdict == Verdict::kRed);
+    CHECK(r.declared == "kernel");
+    CHECK(r.observed == "hf");
+    REQUIRE(r.tensors.size() == 1);
+    CHECK(r.tensors[0].mismatches == r.discriminating);  // exactly where the orders differ
+    CHECK(r.reason.find("the backend's bits are the hf order") != std::string::npos);
+    CHECK(r.reason.find("differ in their bits") != std::string::npos);
+  }
+  // The wrapper without the defect is green (the red above is the order's).
+  WrapperBackend same("rms_norm", rms_norm_in(RmsNormOrder::kKernel));
+  CHECK(probe(same, "rms_norm").verdict == Verdict::kGreen);
+}
+
+TEST_CASE("declared order planted defect: det_gemm with FP32 merges is red and named option_a", "[run][declared_order][planted]") {
+  const std::int64_t leaf = contract_leaf();
+  SECTION("FP32 merges forward and backward (spec §9.2 Option A where B is declared)") {
+    WrapperBackend fp32_merges("det_gemm", gemm_fwd(ops::gemm::fp32_tree(leaf)),
+                               gemm_bwd(ops::gemm::fp32_tree(leaf)));
+    const DeclaredOrderResult r = probe(fp32_merges, "det_gemm");
+    CHECK(r.verdict == Verdict::kRed);
+    CHECK(r.observed == "option_a");
+    std::int64_t mismatches = 0;
+    for (const auto& t : r.tensors) mismatches += t.mismatches;
+    CHECK(mismatches == r.discriminating);  // exactly where the two trees differ
+    CHECK(r.reason.find("the backend's bits are the option_a order") != std::string::npos);
+    WARN("det_gemm with FP32 merges: " << mismatches << " of " << r.probed
+                                       << " probe elements differ from the declared tree");
+  }
+  SECTION("forward alone with FP32 merges is red too, and neither order") {
+    WrapperBackend fwd_only("det_gemm", gemm_fwd(ops::gemm::fp32_tree(leaf)));
+    const DeclaredOrderResult f = probe(fwd_only, "det_gemm");
+    CHECK(f.verdict == Verdict::kRed);
+    CHECK(f.observed == "neither");  // c is option A, da and db option B
+    REQUIRE(f.tensors.size() == 3);
+    CHECK_FALSE(passed(f.tensors[0]));
+    CHECK(passed(f.tensors[1]));
+    CHECK(passed(f.tensors[2]));
+  }
+  SECTION("bf16 merges over leaves of twice the declared width: neither order") {
+    WrapperBackend wide("det_gemm", gemm_fwd(ops::gemm::bf16_tree(2 * leaf)),
+                        gemm_bwd(ops::gemm::bf16_tree(2 * leaf)));
+    const DeclaredOrderResult w = probe(wide, "det_gemm");
+    CHECK(w.verdict == Verdict::kRed);
+    CHECK(w.observed == "neither");
+  }
+  SECTION("the wrapper with the declared tree is green") {
+    WrapperBackend declared("det_gemm", gemm_fwd(ops::gemm::bf16_tree(leaf)),
+                            gemm_bwd(ops::gemm::bf16_tree(leaf)));
+    CHECK(probe(declared, "det_gemm").verdict == Verdict::kGreen);
+  }
+}
+
+TEST_CASE("declared order: failures and missing outputs are red, not errors", "[run][declared_order]") {
+  WrapperBackend fails("rms_norm", [](const Op&, const Tensors&, const OpContext&) -> Result<Tensors> {
+    return Error{"kernel", "y", "launch failed", ExitCode::kEnvironment};
+  });
+  const DeclaredOrderResult r = probe(fails, "rms_norm");
+  CHECK(r.verdict == Verdict::kRed);
+  CHECK(r.observed == "neither");
+  CHECK(r.reason.find("candidate failed") != std::string::npos);
+
+  WrapperBackend nothing("det_gemm", [](const Op&, const Tensors&, const OpContext&) -> Result<Tensors> {
+    return Tensors{};
+  });
+  const DeclaredOrderResult g = probe(nothing, "det_gemm");
+  CHECK(g.verdict == Verdict::kRed);
+  CHECK(g.reason.find("c: the candidate produced no such tensor") != std::string::npos);
+}
+
+TEST_CASE("declared order: a contract without declarations", "[run][declared_order]") {
+  auto cpu = make_cpu_bf16_backend();
+  const Contract& upstream = setup().upstream;
+  REQUIRE_FALSE(upstream.declarations.rms_norm_rounding);
+  REQUIRE_FALSE(upstream.accumulation_exception("det_gemm"));
+  // det_gemm: no tree declared, nothing to probe.
+  const DeclaredOrderResult g = probe(*cpu, "det_gemm", upstream);
+  CHECK(g.verdict == Verdict::kNa);
+  CHECK(g.reason.find("declares no det_gemm accumulation exception") != std::string::npos);
+  // RMSNorm: the run's assumption (kernel order) is probed, and says it is an assumption.
+  const DeclaredOrderResult r = probe(*cpu, "rms_norm", upstream);
+  CHECK(r.verdict == Verdict::kGreen);
+  CHECK(r.declared == "kernel");
+  CHECK(r.declaration.find("undeclared") != std::string::npos);
+}
+
+TEST_CASE("declared order: probes refuse the wrong op", "[run][declared_order]") {
+  auto cpu = make_cpu_bf16_backend();
+  const RunContext run = run_context(setup().contract);
+  const auto a = probe_rms_norm_order(run, *cpu, op("silu"));
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.error().message().find("rms_norm and qk_norm only") != std::string::npos);
+  const auto b = probe_det_gemm_tree(run, *cpu, op("rms_norm"));
+  REQUIRE_FALSE(b.ok());
+  CHECK(b.error().message().find("det_gemm only") != std::string::npos);
+}
