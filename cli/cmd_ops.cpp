@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "ops_matrix.hpp"
 #include "workload_context.hpp"
 #include "ws1/op.hpp"
 #include "ws1/op_catalogue.hpp"
@@ -16,6 +17,7 @@ namespace {
 
 struct OpsOptions {
   std::string op, workload;
+  bool matrix = false;
 };
 
 std::string decl_list(const std::vector<ws1::TensorDecl>& decls) {
@@ -81,10 +83,13 @@ Command register_ops(CLI::App& app) {
   sub->add_option("--op", o->op, "show one op, with the tensors it takes and produces");
   sub->add_option("--workload", o->workload, "workload manifest (shapes shown with --op)")
       ->default_str(default_workload());
+  sub->add_flag("--matrix", o->matrix,
+                "the cells accuracy and invariance judge for the workload, N/A ones with reasons");
   return {sub, [o] {
             if (!o->op.empty() && !ws1::find_op(o->op)) {
               return report(ws1::bad_input("--op", o->op, "unknown op (see `ws1check ops`)"));
             }
+            if (o->matrix) return print_matrix(o->workload, o->op);
             fmt::print("{:<22} {:<12} {:<4} {}\n", "op", "class", "C8", "forward | backward");
             for (const auto& info : ws1::op_catalogue()) {
               if (!o->op.empty() && info.name != o->op) continue;

@@ -63,7 +63,17 @@ ws1::Result<std::unique_ptr<ws1::Backend>> open_backend(const std::string& name,
 
 namespace {
 
+// A bitwise cell: what was compared, e.g. "bits equal: o [27, 32, 128], dq [27, 32, 128]".
+std::string bits_text(const ws1::Cell& c) {
+  std::string s;
+  for (const auto& t : c.bitwise)
+    s += fmt::format("{}{} {}", s.empty() ? "bits equal: " : ", ", t.name,
+                     ws1::shape_string(t.rhs_shape));
+  return s;
+}
+
 std::string worst_text(const ws1::Cell& c) {
+  if (c.accuracy.empty() && !c.bitwise.empty()) return bits_text(c);
   // The tensor whose worst element uses the largest share of its allowance (|err| / allowed,
   // the judge's margin), then that tensor's max |err|, P99.9 and max ulp, against the row.
   const ws1::AccuracyTensor* worst = nullptr;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -48,6 +49,12 @@ std::optional<std::string> incomparable(const Tensor& c, const Tensor& r, const 
 }
 
 // The three observed errors of a pair without NaN.
+// Candidate and reference hold the same finite value with the same bits: abs, rel and ulp
+// errors are all exactly 0 and the element passes any row (atol, rtol >= 0).
+inline bool same_finite(float c, float r) {
+  return std::isfinite(c) && std::bit_cast<std::uint32_t>(c) == std::bit_cast<std::uint32_t>(r);
+}
+
 double abs_error(float c, float r) {
   if (c == r) return 0;  // also equal infinities, and +0 against -0
   if (std::isinf(c) || std::isinf(r)) return kInf;
@@ -114,6 +121,13 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
   for_each_pair(
       candidate, reference, [&](std::int64_t flat, const std::byte* pc, const std::byte* pr) {
         const float c = load_float(pc, ct), r = load_float(pr, rt);
+        if (same_finite(c, r)) {  // every error is 0: only a first worst element to record
+          if (worst_flat < 0) {
+            worst_flat = flat;
+            worst = WorstElement{{}, c, r, tol.atol + tol.rtol * std::fabs(static_cast<double>(r)), 0.0, false};
+          }
+          return;
+        }
         double allowed = 0, ratio = 0;
         bool violates = true;
         const bool nan = std::isnan(c) || std::isnan(r);
@@ -173,16 +187,17 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
     t.ulp_distance.mean = ulp_sum / n;
     // Passes 2-4: one statistic at a time through the same buffer.
     std::vector<float> values;
-    values.reserve(static_cast<std::size_t>(measured));
     const auto ranked = [&](double (*error)(float, float, DType), ErrorStats& s) {
       values.clear();
+      std::int64_t zeros = 0;
       for_each_pair(candidate, reference,
                     [&](std::int64_t, const std::byte* pc, const std::byte* pr) {
                       const float c = load_float(pc, ct), r = load_float(pr, rt);
-                      if (!std::isnan(c) && !std::isnan(r))
+                      if (same_finite(c, r)) ++zeros;
+                      else if (!std::isnan(c) && !std::isnan(r))
                         values.push_back(static_cast<float>(error(c, r, ct)));
                     });
-      const judge_detail::Percentiles p = judge_detail::percentiles_99_999(values);
+      const judge_detail::Percentiles p = judge_detail::percentiles_99_999(values, zeros);
       // A float rounding can land just above the double max: cap it there.
       s.p99 = std::min(static_cast<double>(p.p99), s.max);
       s.p999 = std::min(static_cast<double>(p.p999), s.max);

@@ -42,10 +42,6 @@ constexpr std::array<Named, 8> kTransforms = {{
     {Transform::kTp2, "tp2"},
 }};
 
-// Parameter gradients are part of the verdict only where the call keeps the canonical tokens
-// together and in order (D13); under regrouping they are measured and reported.
-bool judges_parameters(Transform t) { return t == Transform::kLayout || t == Transform::kTp2; }
-
 // One configuration's candidate results.
 struct ConfigResult {
   std::vector<NamedTensor> tokens;  // [A, ...] at the active logical tokens
@@ -285,6 +281,10 @@ std::span<const Transform> all_transforms() {
   return all;
 }
 
+bool transform_judges_parameters(Transform t) {
+  return t == Transform::kLayout || t == Transform::kTp2;
+}
+
 std::optional<NotApplicable> transform_not_applicable(const Op& op, Transform t,
                                                       Direction direction) {
   const bool backward = direction == Direction::kBackward;
@@ -398,7 +398,7 @@ Result<std::vector<Cell>> run_invariance_cells(const RunContext& run, FixtureGen
     params.id += "/parameters";
     std::vector<std::string> param_problems;
     auto whole = compare(got.whole, canonical->whole, nan_policy, param_problems);
-    if (judges_parameters(t)) {
+    if (transform_judges_parameters(t)) {
       cells.push_back(finish_cell(std::move(params), std::move(whole), std::move(param_problems)));
       continue;
     }
@@ -409,9 +409,7 @@ Result<std::vector<Cell>> run_invariance_cells(const RunContext& run, FixtureGen
     params.bitwise = std::move(whole);
     params.verdict = Verdict::kNa;
     params.reason = fmt::format(
-        "parameter gradients reduce over the call's tokens; {} regroups or reorders them, which "
-        "changes the FP32 summation order (docs/decisions.md D13); measured{}: {}",
-        cell.transform,
+        "{}; measured{}: {}", kParametersRegroupedReason,
         got.calls > 1 ? fmt::format(" on the FP32 sum of the {} calls in call order", got.calls) : "",
         measured.empty() ? "nothing" : fmt::format("{}", fmt::join(measured, ", ")));
     cells.push_back(std::move(params));

@@ -124,6 +124,25 @@ class Invariance(unittest.TestCase):
             self.assertEqual([c["verdict"] for c in e["cells"]], ["na"])
             self.assertIn("no K to split", e["cells"][0]["reason"])
 
+    def test_ops_matrix_matches_the_run(self):
+        # The matrix `ops --matrix` prints is the set of cells `invariance` produces.
+        rc, out, err = run("ops", "--matrix", "--op", "attention", "--workload", SMOKE)
+        self.assertEqual(rc, 0, err)
+        rows = [l.split(None, 2) for l in out.splitlines()[1:] if l.strip()]
+        inv = {r[0]: r[1] for r in rows if "invariance" in r[0]}
+        self.assertEqual(inv["gradient_invariance/attention/BN/chunked"], "N/A")
+        self.assertEqual(inv["forward_invariance/attention/BN/chunked"], "yes")
+        self.assertNotIn("forward_invariance/attention/tp2", inv)
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run("invariance", "--op", "attention", "--direction", "both",
+                               "--workload", SMOKE, "--out", d, "--json")
+            self.assertEqual(rc, 0, err)
+            cells = {c["id"].split("/", 1)[1].replace("/invariance/", "/", 1): c["verdict"]
+                     for c in json.loads(out)["cells"]}
+        self.assertEqual(set(cells), set(inv))
+        for k, v in inv.items():
+            self.assertEqual(cells[k] == "na", v == "N/A", k)
+
     def test_invariance_bad_options_exit_2_nothing_written(self):
         with tempfile.TemporaryDirectory() as d:
             for args in (["--transform", "BN/sideways"], ["--op", "no_such_op"],

@@ -219,3 +219,29 @@ TEST_CASE("stats: a few million elements", "[judge]") {
   for (int v = 0; v < 256; ++v) expected += (static_cast<double>(v) / 256.0 > tol.atol) * 12288;
   CHECK(a.violations == expected);
 }
+
+TEST_CASE("stats: elements equal bit for bit rank as zero errors (sparse gradients)", "[judge]") {
+  const ws1::Tolerance tol =
+      tolerance(Judgment::kForwardAccuracy, OpClass::kReduction, ContractDType::kFloat32);
+  // 990 elements equal on both sides, then errors 1..10 (x 2^-12), the largest last.
+  const std::int64_t n = 1000;
+  std::vector<float> ref(static_cast<std::size_t>(n), 1.5f), cand = ref;
+  for (std::int64_t e = 1; e <= 10; ++e) cand[static_cast<std::size_t>(n - e)] = 1.5f + static_cast<float>(11 - e) / 4096.0f;
+  const auto a = ws1::judge_accuracy("y", f32({n}, cand), f32({n}, ref), tol);
+  // nearest rank: P99.9 is the 999th smallest = the 9th error; P99 the 990th = a zero.
+  CHECK(a.abs_error.p999 == 9.0 / 4096.0);
+  CHECK(a.abs_error.p99 == 0.0);
+  CHECK(a.abs_error.max == 10.0 / 4096.0);
+  CHECK(a.abs_error.mean == 55.0 / 4096.0 / 1000.0);
+  CHECK(a.ulp_distance.p99 == 0.0);
+  REQUIRE(a.worst);
+  CHECK(a.worst->index == ws1::Dims{999});  // the largest error
+  // All equal: every statistic 0, the first element is the worst (ratio 0).
+  const auto same = ws1::judge_accuracy("y", f32({n}, ref), f32({n}, ref), tol);
+  CHECK(same.abs_error.max == 0.0);
+  CHECK(same.abs_error.p999 == 0.0);
+  REQUIRE(same.worst);
+  CHECK(same.worst->index == ws1::Dims{0});
+  CHECK(same.worst->margin == 0.0);
+  CHECK(same.violations == 0);
+}

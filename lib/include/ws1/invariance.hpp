@@ -46,6 +46,14 @@ struct NotApplicable {
 std::optional<NotApplicable> transform_not_applicable(const Op& op, Transform t,
                                                       Direction direction);
 
+// Whether `t` judges parameter gradients (dweight, dW, ...) bit for bit: only transforms that
+// keep the canonical tokens together and in order (layout, tp2). Under the others they are
+// measured and reported in an N/A cell (docs/decisions.md D13), with this reason prefix.
+bool transform_judges_parameters(Transform t);
+inline constexpr std::string_view kParametersRegroupedReason =
+    "parameter gradients reduce over the call's tokens; the transform regroups or reorders them, "
+    "which changes the FP32 summation order (docs/decisions.md D13)";
+
 // Every invariance cell of `op` for `judgment` (kForwardInvariance or kGradientInvariance) and
 // the transforms asked for, on the op's invariance fixture (tier "invariance", upstream's
 // exact-in-bf16 pattern). The canonical run is made once. Token outputs and token gradients
