@@ -48,13 +48,13 @@ std::optional<std::string> incomparable(const Tensor& c, const Tensor& r, const 
   return std::nullopt;
 }
 
-// The three observed errors of a pair without NaN.
 // Candidate and reference hold the same finite value with the same bits: abs, rel and ulp
 // errors are all exactly 0 and the element passes any row (atol, rtol >= 0).
 inline bool same_finite(float c, float r) {
   return std::isfinite(c) && std::bit_cast<std::uint32_t>(c) == std::bit_cast<std::uint32_t>(r);
 }
 
+// The three observed errors of a pair without NaN.
 double abs_error(float c, float r) {
   if (c == r) return 0;  // also equal infinities, and +0 against -0
   if (std::isinf(c) || std::isinf(r)) return kInf;
@@ -118,10 +118,15 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
   double abs_max = 0, rel_max = 0, ulp_max = 0;
   std::int64_t worst_flat = -1;
   WorstElement worst;
+  // P99 / P99.9 of each error, selected exactly over two passes (percentile.hpp).
+  judge_detail::RankSelector abs_rank, rel_rank, ulp_rank;
   for_each_pair(
       candidate, reference, [&](std::int64_t flat, const std::byte* pc, const std::byte* pr) {
         const float c = load_float(pc, ct), r = load_float(pr, rt);
         if (same_finite(c, r)) {  // every error is 0: only a first worst element to record
+          abs_rank.count_zeros(1);
+          rel_rank.count_zeros(1);
+          ulp_rank.count_zeros(1);
           if (worst_flat < 0) {
             worst_flat = flat;
             worst = WorstElement{{}, c, r, tol.atol + tol.rtol * std::fabs(static_cast<double>(r)), 0.0, false};
@@ -145,6 +150,9 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
           abs_sum += a;
           rel_sum += rel;
           ulp_sum += u;
+          abs_rank.count(static_cast<float>(a));
+          rel_rank.count(static_cast<float>(rel));
+          ulp_rank.count(static_cast<float>(u));
           abs_max = std::max(abs_max, a);
           rel_max = std::max(rel_max, rel);
           ulp_max = std::max(ulp_max, u);
@@ -185,26 +193,24 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
     t.abs_error.mean = abs_sum / n;
     t.rel_error.mean = rel_sum / n;
     t.ulp_distance.mean = ulp_sum / n;
-    // Passes 2-4: one statistic at a time through the same buffer.
-    std::vector<float> values;
-    const auto ranked = [&](double (*error)(float, float, DType), ErrorStats& s) {
-      values.clear();
-      std::int64_t zeros = 0;
-      for_each_pair(candidate, reference,
-                    [&](std::int64_t, const std::byte* pc, const std::byte* pr) {
-                      const float c = load_float(pc, ct), r = load_float(pr, rt);
-                      if (same_finite(c, r)) ++zeros;
-                      else if (!std::isnan(c) && !std::isnan(r))
-                        values.push_back(static_cast<float>(error(c, r, ct)));
-                    });
-      const judge_detail::Percentiles p = judge_detail::percentiles_99_999(values, zeros);
+    // Pass 2: the values in the buckets that hold the ranks.
+    for (judge_detail::RankSelector* sel : {&abs_rank, &rel_rank, &ulp_rank}) sel->plan();
+    for_each_pair(candidate, reference, [&](std::int64_t, const std::byte* pc, const std::byte* pr) {
+      const float c = load_float(pc, ct), r = load_float(pr, rt);
+      if (same_finite(c, r) || std::isnan(c) || std::isnan(r)) return;
+      abs_rank.keep(static_cast<float>(abs_error(c, r)));
+      rel_rank.keep(static_cast<float>(rel_error(c, r)));
+      ulp_rank.keep(static_cast<float>(ulp_error(c, r, ct)));
+    });
+    const auto ranked = [](judge_detail::RankSelector& sel, ErrorStats& s) {
+      const judge_detail::Percentiles p = sel.result();
       // A float rounding can land just above the double max: cap it there.
       s.p99 = std::min(static_cast<double>(p.p99), s.max);
       s.p999 = std::min(static_cast<double>(p.p999), s.max);
     };
-    ranked([](float c, float r, DType) { return abs_error(c, r); }, t.abs_error);
-    ranked([](float c, float r, DType) { return rel_error(c, r); }, t.rel_error);
-    ranked(ulp_error, t.ulp_distance);
+    ranked(abs_rank, t.abs_error);
+    ranked(rel_rank, t.rel_error);
+    ranked(ulp_rank, t.ulp_distance);
   }
 
   if (t.nan_elements > 0)

@@ -1,25 +1,49 @@
 #include "percentile.hpp"
 
 #include <algorithm>
+#include <bit>
 
 namespace ws1::judge_detail {
 
-Percentiles percentiles_99_999(std::vector<float>& values, std::int64_t zeros) {
-  const auto n = static_cast<std::int64_t>(values.size()) + zeros;
-  const std::int64_t r999 = nearest_rank_index(n, 999, 1000);
-  const std::int64_t r99 = nearest_rank_index(n, 99, 100);  // <= r999
-  Percentiles p;
-  if (r999 < zeros) return p;  // both ranks fall among the zeros
-  const std::int64_t i999 = r999 - zeros;
-  // nth_element puts the i999-th smallest in place and every smaller value before it, so the
-  // second selection only needs the prefix.
-  std::nth_element(values.begin(), values.begin() + i999, values.end());
-  p.p999 = values[static_cast<std::size_t>(i999)];
-  if (r99 < zeros) return p;
-  const std::int64_t i99 = r99 - zeros;
-  std::nth_element(values.begin(), values.begin() + i99, values.begin() + i999 + 1);
-  p.p99 = values[static_cast<std::size_t>(i99)];
-  return p;
+constexpr std::size_t kBuckets = 1u << 16;
+
+RankSelector::RankSelector() : hist_(kBuckets, 0) {}
+
+std::uint32_t RankSelector::bucket(float v) { return std::bit_cast<std::uint32_t>(v) >> 16; }
+
+void RankSelector::plan() {
+  std::int64_t n = zeros_;
+  for (std::int64_t h : hist_) n += h;
+  target_[0].rank = nearest_rank_index(n, 99, 100);
+  target_[1].rank = nearest_rank_index(n, 999, 1000);
+  for (Target& t : target_) {
+    // The counted zeros sit in bucket 0, below every streamed value of that bucket.
+    std::int64_t before = 0;
+    std::uint32_t b = 0;
+    for (; b + 1 < kBuckets; ++b) {
+      const std::int64_t in = hist_[b] + (b == 0 ? zeros_ : 0);
+      if (before + in > t.rank) break;
+      before += in;
+    }
+    t.bucket = b;
+    t.before = before;
+  }
+}
+
+Percentiles RankSelector::result() {
+  std::array<float, 2> out{};
+  for (std::size_t i = 0; i < 2; ++i) {
+    Target& t = target_[i];
+    std::vector<float>& kept = t.bucket == target_[0].bucket ? target_[0].kept : t.kept;
+    std::int64_t q = t.rank - t.before;  // rank inside the bucket
+    if (t.bucket == 0) {
+      if (q < zeros_) continue;  // a counted zero: 0
+      q -= zeros_;
+    }
+    std::nth_element(kept.begin(), kept.begin() + q, kept.end());
+    out[i] = kept[static_cast<std::size_t>(q)];
+  }
+  return {out[0], out[1]};
 }
 
 }  // namespace ws1::judge_detail

@@ -1,6 +1,7 @@
 // Nearest-rank percentiles (the rank definition the judges document in ws1/judge.hpp).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -13,13 +14,39 @@ inline std::int64_t nearest_rank_index(std::int64_t n, std::int64_t num, std::in
   return k < 1 ? 0 : k - 1;
 }
 
-// P99 and P99.9 of `values` plus `zeros` more values equal to 0 (values are errors, never
-// negative, so the zeros rank first); `values` is reordered in place; the total must not be 0.
-// Elements whose candidate equals the reference bit for bit are counted, not stored: the
-// sparse gradients (embedding's dtable, V x H) are mostly such zeros.
 struct Percentiles {
   float p99 = 0, p999 = 0;
 };
-Percentiles percentiles_99_999(std::vector<float>& values, std::int64_t zeros = 0);
+
+// P99 and P99.9, exactly, over a stream of non-negative floats read twice, without keeping it: the
+// judged tensors reach V x H (6e8 elements). Pass 1 counts the values per bucket of their top
+// 16 bits (a non-negative float's bits order like its value); pass 2 keeps only the values of
+// the buckets that hold the two ranks, which are then selected exactly. Elements whose
+// candidate equals the reference bit for bit are counted as zeros, not streamed.
+class RankSelector {
+ public:
+  RankSelector();
+  void count(float v) { ++hist_[bucket(v)]; }  // pass 1
+  void count_zeros(std::int64_t n) { zeros_ += n; }
+  void plan();                                  // between the passes
+  void keep(float v) {                          // pass 2: the values of pass 1 again
+    const std::uint32_t b = bucket(v);
+    if (b == target_[0].bucket) target_[0].kept.push_back(v);
+    if (b == target_[1].bucket && target_[1].bucket != target_[0].bucket) target_[1].kept.push_back(v);
+  }
+  Percentiles result();  // total count must not be 0
+
+ private:
+  static std::uint32_t bucket(float v);
+  struct Target {
+    std::int64_t rank = 0;          // 0-based among all values (zeros included)
+    std::uint32_t bucket = 0;
+    std::int64_t before = 0;        // values in lower buckets (zeros included)
+    std::vector<float> kept;
+  };
+  std::vector<std::int64_t> hist_;
+  std::int64_t zeros_ = 0;
+  std::array<Target, 2> target_;  // P99, P99.9
+};
 
 }  // namespace ws1::judge_detail

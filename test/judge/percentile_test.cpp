@@ -1,0 +1,63 @@
+// The two-pass bucket selection of P99 / P99.9 against a full sort (nearest rank).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "percentile.hpp"
+
+using ws1::judge_detail::nearest_rank_index;
+using ws1::judge_detail::RankSelector;
+
+namespace {
+
+// Streams `values` (and `zeros` counted zeros) through a selector.
+ws1::judge_detail::Percentiles select(const std::vector<float>& values, std::int64_t zeros) {
+  RankSelector sel;
+  for (float v : values) sel.count(v);
+  sel.count_zeros(zeros);
+  sel.plan();
+  for (float v : values) sel.keep(v);
+  return sel.result();
+}
+
+}  // namespace
+
+TEST_CASE("rank selector equals a full sort for many shapes of data", "[judge]") {
+  std::mt19937_64 rng(20261130);
+  std::uniform_real_distribution<double> exponent(-40.0, 10.0);
+  for (std::int64_t n : {1, 2, 3, 99, 100, 101, 999, 1000, 1001, 4096, 100000}) {
+    for (int zeros_kind = 0; zeros_kind < 3; ++zeros_kind) {
+      std::vector<float> values;
+      for (std::int64_t i = 0; i < n; ++i) {
+        // Magnitudes over 50 binades, some exact repeats, some infinities.
+        float v = static_cast<float>(std::exp2(exponent(rng)));
+        if (i % 7 == 0) v = 0.5f;
+        if (i % 97 == 5) v = INFINITY;
+        values.push_back(v);
+      }
+      const std::int64_t zeros = zeros_kind == 0 ? 0 : zeros_kind == 1 ? n / 3 : 100 * n;
+      std::vector<float> all = values;
+      all.insert(all.end(), static_cast<std::size_t>(zeros), 0.0f);
+      std::sort(all.begin(), all.end());
+      const auto total = static_cast<std::int64_t>(all.size());
+      const auto p = select(values, zeros);
+      INFO("n=" << n << " zeros=" << zeros);
+      CHECK(p.p99 == all[static_cast<std::size_t>(nearest_rank_index(total, 99, 100))]);
+      CHECK(p.p999 == all[static_cast<std::size_t>(nearest_rank_index(total, 999, 1000))]);
+    }
+  }
+}
+
+TEST_CASE("rank selector: only counted zeros, and both ranks in one bucket", "[judge]") {
+  const auto z = select({}, 10);
+  CHECK(z.p99 == 0.0f);
+  CHECK(z.p999 == 0.0f);
+  // 1000 values in one bucket (same top 16 bits): both ranks are selected inside it.
+  std::vector<float> v;
+  for (int i = 0; i < 1000; ++i) v.push_back(1.0f + static_cast<float>(999 - i) * 0x1p-20f);
+  const auto p = select(v, 0);
+  CHECK(p.p99 == 1.0f + 989 * 0x1p-20f);
+  CHECK(p.p999 == 1.0f + 998 * 0x1p-20f);
+}
