@@ -45,18 +45,6 @@ std::vector<Command> register_pending(CLI::App& app) {
   add_common(par, *o);
   out.push_back({par, not_built("parity", "the chain parity issue")});
 
-  auto* aud = app.add_subcommand("audit", "live spec §9 conformance table for this build");
-  aud->add_option("--evidence", o->evidence, "evidence artifact to check against the source");
-  aud->add_option("--repo", o->repo, "static scan of a foreign tree");
-  aud->add_option("--sarif", o->sarif, "write findings as SARIF 2.1.0");
-  add_common(aud, *o);
-  out.push_back({aud, not_built("audit", "the audit and gate issue")});
-
-  auto* gate = app.add_subcommand("gate", "the full matrix, parity and audit; JUnit + HTML reports");
-  gate->add_option("--backends", o->backends, "comma-separated backends");
-  gate->add_option("--ops", o->ops, "comma-separated ops");
-  add_common(gate, *o);
-  out.push_back({gate, not_built("gate", "the audit and gate issue")});
   return out;
 }
 

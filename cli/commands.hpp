@@ -19,6 +19,8 @@ Command register_fixtures(CLI::App& app);
 Command register_ops(CLI::App& app);
 Command register_accuracy(CLI::App& app);
 Command register_invariance(CLI::App& app);
+Command register_gate(CLI::App& app);
+Command register_audit(CLI::App& app);
 // invariance, parity, audit, gate: options registered, not built yet.
 std::vector<Command> register_pending(CLI::App& app);
 

@@ -45,7 +45,9 @@ int main(int argc, char** argv) {
   commands.push_back(ws1cli::register_fixtures(app));
   commands.push_back(ws1cli::register_accuracy(app));
   commands.push_back(ws1cli::register_invariance(app));
+  commands.push_back(ws1cli::register_gate(app));
   commands.push_back(ws1cli::register_ops(app));
+  commands.push_back(ws1cli::register_audit(app));
   for (auto& c : ws1cli::register_pending(app)) commands.push_back(std::move(c));
 
   try {

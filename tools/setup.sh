@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build pkg-config g++ git libcli11-dev libsimdjson-dev nlohmann-json3-dev
-          libspdlog-dev libfmt-dev libxxhash-dev catch2 libssl-dev python3-numpy)
+          libspdlog-dev libfmt-dev libxxhash-dev catch2 libssl-dev python3-numpy
+          chromium chromium-driver)  # chromium: the gate's HTML report is checked headless
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

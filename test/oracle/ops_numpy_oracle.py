@@ -47,7 +47,7 @@ SPEC_CLASSES = {"embedding": "elementwise", "rope": "elementwise", "silu": "elem
                 "attention": "attention", "logp": "logprob", "linear_logp": "logprob",
                 "batch_invariant_logp": "logprob"}
 IGNORE_INDEX = -100
-LIMIT_OF_BF16_ATOL = 0.01
+REFERENCE_ERROR_SHARE = 0.01
 # Distributions held to the float32 rows and to 1 % of the bf16 atol (see main()).
 STRICT_DISTRIBUTIONS = ("normal", "user")
 
@@ -475,14 +475,14 @@ def judge(path, meta, st, contract):
     """The failures of one dump's comparison (empty: it passes)."""
     out = [f"{path}: {p}" for p in st.problems]
     atol16 = contract.row(meta["ws1.judgment"], meta["ws1.op"], "bfloat16")[0]
-    limit = f"(limit {100 * LIMIT_OF_BF16_ATOL:.0f}%)"
+    limit = f"(limit {100 * REFERENCE_ERROR_SHARE:.0f}%)"
     if distribution(meta) in STRICT_DISTRIBUTIONS:
         if st.f32_violations:
             out.append(f"{path}: {st.f32_worst}")
-        if not st.max_err < LIMIT_OF_BF16_ATOL * atol16:
+        if not st.max_err < REFERENCE_ERROR_SHARE * atol16:
             out.append(f"{path}: the reference's error {st.max_err:.3e} is "
                        f"{100 * st.max_err / atol16:.3f}% of the bf16 atol {atol16} {limit}")
-    elif not st.worst_allowance < LIMIT_OF_BF16_ATOL:
+    elif not st.worst_allowance < REFERENCE_ERROR_SHARE:
         out.append(f"{path}: the reference's error uses {100 * st.worst_allowance:.3f}% of the "
                    f"bf16 allowance {limit}")
     return out

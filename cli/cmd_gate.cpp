@@ -1,0 +1,373 @@
+// `ws1check gate`: the whole matrix for every op × requested backend — forward and gradient
+// accuracy on every tier's fixtures, forward and gradient invariance under every transform —
+// then parity (not built yet) and the build audit; prints the matrix and writes the evidence
+// artifact, the matrix in upstream's C8 shape, JUnit XML and the HTML report. Exit 0 green,
+// 1 a red cell (or a red C8 row, or a failed audit), 2 bad input, 3 environment.
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <system_error>
+
+#include "audit_session.hpp"
+#include "commands.hpp"
+#include "common.hpp"
+#include "run_session.hpp"
+#include "run_support.hpp"
+#include "ws1/invariance.hpp"
+#include "ws1/report.hpp"
+#include "ws1/runner.hpp"
+
+namespace ws1cli {
+namespace {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// File names inside --out.
+constexpr std::string_view kEvidenceName = "gate";  // gate.json
+constexpr std::string_view kC8File = "c8-execute.json";
+constexpr std::string_view kJunitFile = "junit.xml";
+constexpr std::string_view kHtmlFile = "report.html";
+
+struct GateOptions {
+  std::string backends, ops = "all", contract, workload, out = "ws1check-out", compare_c8;
+  bool quiet = false;
+  unsigned threads = 0;
+};
+
+// "a,b" -> {"a", "b"}; an empty item or a repeated one is bad input.
+ws1::Result<std::vector<std::string>> split_list(const std::string& option, const std::string& value) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = value.find(',', start);
+    std::string item = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const auto b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    item = b == std::string::npos ? "" : item.substr(b, e - b + 1);
+    if (item.empty()) return ws1::bad_input(option, value, "empty item in the comma-separated list");
+    for (const auto& o : out)
+      if (o == item) return ws1::bad_input(option, value, "'" + item + "' is listed twice");
+    out.push_back(item);
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+ws1::Result<std::vector<const ws1::Op*>> gate_ops(const std::string& value) {
+  if (value == "all") return select_ops("all");
+  auto names = split_list("--ops", value);
+  if (!names) return names.error();
+  std::vector<const ws1::Op*> ops;
+  for (const auto& n : *names) {
+    if (n == "all") return ws1::bad_input("--ops", value, "'all' cannot be combined with op names");
+    auto one = select_ops(n);
+    if (!one) return one.error();
+    ops.push_back(one->front());
+  }
+  return ops;
+}
+
+// One unit of work: an accuracy cell (one fixture), or every transform of an invariance
+// judgment of an op (the runner makes the canonical run once for all of them).
+struct Step {
+  Session* session = nullptr;
+  const ws1::Op* op = nullptr;
+  ws1::Judgment judgment = ws1::Judgment::kForwardAccuracy;
+  const ws1::FixtureSpec* fixture = nullptr;
+  std::vector<ws1::Transform> transforms;  // invariance only
+  std::size_t cells = 1;                   // what the progress line counts: fixtures, transforms
+  std::string label;
+};
+
+ws1::Result<std::vector<Step>> plan(const std::vector<std::unique_ptr<Session>>& sessions,
+                                    const std::vector<const ws1::Op*>& ops) {
+  std::vector<Step> steps;
+  for (const auto& s : sessions) {
+    const std::string backend = s->backend->name();
+    for (const ws1::Op* op : ops) {
+      for (ws1::Judgment j : {ws1::Judgment::kForwardAccuracy, ws1::Judgment::kGradientAccuracy})
+        for (ws1::Tier tier : {ws1::Tier::kShort, ws1::Tier::kPrimary, ws1::Tier::kLong})
+          for (const auto& spec : s->workload.catalogue)
+            if (spec.op == op->name() && spec.tier == tier)
+              steps.push_back({s.get(), op, j, &spec, {}, 1,
+                               fmt::format("{} {} {}", backend, ws1::contract_name(j), spec.id)});
+      const ws1::FixtureSpec* inv = nullptr;
+      for (const auto& f : s->workload.catalogue)
+        if (f.op == op->name() && f.tier == ws1::Tier::kInvariance) inv = &f;
+      if (inv == nullptr)
+        return ws1::bad_input(s->workload.manifest.file, std::string(op->name()),
+                              "no invariance fixture for this op");
+      for (ws1::Judgment j : {ws1::Judgment::kForwardInvariance, ws1::Judgment::kGradientInvariance}) {
+        // Every transform the op has in this direction (tp2 only where there is a K to split),
+        // as `ws1check invariance --transform all`.
+        std::vector<ws1::Transform> ts;
+        for (ws1::Transform t : ws1::all_transforms()) {
+          auto na = ws1::transform_not_applicable(*op, t, ws1::direction_of(j));
+          if (!na || na->listed) ts.push_back(t);
+        }
+        const std::size_t n = ts.size();
+        steps.push_back({s.get(), op, j, inv, std::move(ts), n,
+                         fmt::format("{} {} {} ({} transforms)", backend, ws1::contract_name(j), op->name(), n)});
+      }
+    }
+  }
+  return steps;
+}
+
+// One line on stderr, rewritten in place: cells done / total, the step running, elapsed.
+class Progress {
+ public:
+  Progress(bool on, std::size_t total) : on_(on), total_(total), t0_(Clock::now()) {}
+  void show(std::size_t done, const std::string& what) {
+    if (!on_) return;
+    const double secs = std::chrono::duration<double>(Clock::now() - t0_).count();
+    fmt::print(stderr, "\r\x1b[K[gate {}/{} cells, {:.1f} s] {}", done, total_, secs, what);
+    std::fflush(stderr);
+  }
+  void clear() {
+    if (on_) fmt::print(stderr, "\r\x1b[K");
+  }
+
+ private:
+  bool on_;
+  std::size_t total_;
+  Clock::time_point t0_;
+};
+
+// The matrix on stdout: one row per backend × op, one column per judgment, each the cells'
+// verdicts counted.
+std::string tally_text(const std::vector<const ws1::Cell*>& cells) {
+  std::size_t g = 0, r = 0, na = 0;
+  for (const ws1::Cell* c : cells)
+    (c->verdict == ws1::Verdict::kGreen ? g : c->verdict == ws1::Verdict::kRed ? r : na)++;
+  if (cells.empty()) return "-";
+  if (r > 0) return fmt::format("RED {}/{}", r, cells.size());
+  if (g > 0) return na > 0 ? fmt::format("green {} +{} N/A", g, na) : fmt::format("green {}", g);
+  return fmt::format("N/A {}", na);
+}
+
+void print_matrix(const ws1::Evidence& e, const std::vector<std::unique_ptr<Session>>& sessions,
+                  const std::vector<const ws1::Op*>& ops) {
+  const ws1::Judgment js[] = {ws1::Judgment::kForwardAccuracy, ws1::Judgment::kGradientAccuracy,
+                              ws1::Judgment::kForwardInvariance, ws1::Judgment::kGradientInvariance};
+  fmt::print("{:<10} {:<21} {:<18} {:<18} {:<18} {:<18}\n", "backend", "op", "forward_accuracy",
+             "gradient_accuracy", "forward_invariance", "gradient_invariance");
+  for (const auto& s : sessions)
+    for (const ws1::Op* op : ops) {
+      fmt::print("{:<10} {:<21}", s->backend->name(), op->name());
+      for (ws1::Judgment j : js) {
+        std::vector<const ws1::Cell*> cells;
+        for (const auto& c : e.cells)
+          if (c.backend.expected == s->backend->name() && c.op == op->name() && c.judgment == j)
+            cells.push_back(&c);
+        fmt::print(" {:<18}", tally_text(cells));
+      }
+      fmt::print("\n");
+    }
+  for (const auto& c : e.cells)
+    if (c.verdict == ws1::Verdict::kRed) fmt::print("red: {}: {}\n", c.id, ws1::cell_failure_message(c));
+}
+
+// The audit stage: the build audit of `ws1check audit` (its rows; a non-conformant row fails
+// the stage).
+ws1::Result<ws1::GateStage> audit_stage(const GateOptions& o) {
+  auto run = run_build_audit({o.contract, "", "", "", o.threads});
+  if (!run) return run.error();
+  ws1::GateStage st{"audit", ws1::StageStatus::kPassed, "", {}};
+  const ws1::AuditSummary sum = ws1::summarize(run->rows);
+  for (const auto& r : run->rows)
+    st.rows.push_back({r.id, std::string(ws1::audit_status_name(r.status)), r.basis});
+  if (sum.non_conformant > 0) st.status = ws1::StageStatus::kFailed;
+  st.detail = fmt::format("{} rows: {} conformant, {} exception declared, {} non-conformant, {} not checked",
+                          sum.total, sum.conformant, sum.exception_declared, sum.non_conformant,
+                          sum.not_checked);
+  return st;
+}
+
+// Writes every output or none: each file atomically, and the ones already written are removed
+// again when a later one fails.
+ws1::Status write_outputs(const ws1::Evidence& e, const fs::path& out,
+                          const std::vector<std::pair<std::string_view, std::string>>& files,
+                          std::vector<fs::path>& written) {
+  auto ev = ws1::write_evidence(e, out, kEvidenceName);
+  if (!ev) return ev.error();
+  written.push_back(*ev);
+  for (const auto& [name, text] : files) {
+    const fs::path p = out / name;
+    if (auto st = ws1::write_file_atomic(p, text); !st) {
+      std::error_code ec;
+      for (const auto& w : written) fs::remove(w, ec);
+      written.clear();
+      return st;
+    }
+    written.push_back(p);
+  }
+  return {};
+}
+
+int run(const GateOptions& o) {
+  const auto t_start = Clock::now();
+  if (o.quiet) spdlog::set_level(spdlog::level::err);
+  if (o.backends.empty())
+    return report(ws1::bad_input("--backends", "", "required: e.g. --backends cpu_bf16 (comma-separated)"));
+  auto backends = split_list("--backends", o.backends);
+  if (!backends) return report(backends.error());
+  auto ops = gate_ops(o.ops);
+  if (!ops) return report(ops.error());
+  std::optional<ws1::C8Matrix> theirs;
+  if (!o.compare_c8.empty()) {
+    auto m = ws1::read_c8(o.compare_c8);
+    if (!m) return report(m.error());
+    theirs = std::move(m).value();
+  }
+  if (std::error_code ec; fs::exists(o.out, ec) && !fs::is_directory(o.out, ec))
+    return report(ws1::bad_input(o.out, "--out", "exists and is not a directory"));
+
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (const auto& b : *backends) {
+    auto s = open_session({b, o.contract, o.workload, o.threads});
+    if (!s) return report(s.error());
+    sessions.push_back(std::move(s).value());
+  }
+  ws1::Evidence& evidence = sessions.front()->evidence;
+  evidence.environment.backend = o.backends;
+  auto steps = plan(sessions, *ops);
+  if (!steps) return report(steps.error());
+
+  std::size_t total = 0, done = 0;
+  for (const auto& st : *steps) total += st.cells;
+  const bool quiet = o.quiet || spdlog::get_level() >= spdlog::level::err;
+  Progress progress(!quiet && isatty(STDERR_FILENO) != 0, total);
+  ws1::FixtureGenerator generator({o.threads});
+  std::map<std::string, double> seconds;
+  for (const Step& st : *steps) {
+    progress.show(done, st.label);
+    const auto t0 = Clock::now();
+    std::vector<ws1::Cell> cells;
+    if (st.transforms.empty()) {
+      auto cell = ws1::run_accuracy_cell(st.session->run, generator, *st.session->backend, *st.op,
+                                         st.judgment, *st.fixture);
+      if (!cell) {
+        progress.clear();
+        return report(cell.error());
+      }
+      cells.push_back(std::move(cell).value());
+    } else {
+      auto inv = ws1::run_invariance_cells(st.session->run, generator, *st.session->backend, *st.op,
+                                           st.judgment, st.transforms, *st.fixture);
+      if (!inv) {
+        progress.clear();
+        return report(inv.error());
+      }
+      cells = std::move(inv).value();
+    }
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    spdlog::debug("{}: {} cells ({:.2f} s)", st.label, cells.size(), secs);
+    for (auto& c : cells) {
+      // An invariance step's time is shared evenly by its cells (one canonical run serves all).
+      seconds[c.id] = secs / static_cast<double>(cells.size());
+      evidence.cells.push_back(std::move(c));
+    }
+    done += st.cells;
+  }
+  progress.show(done, "parity, audit, reports");
+
+  std::vector<ws1::GateStage> stages;
+  stages.push_back({"parity", ws1::StageStatus::kNotBuilt, "parity: not built (the chain parity issue)", {}});
+  auto audit = audit_stage(o);
+  if (!audit) {
+    progress.clear();
+    return report(audit.error());
+  }
+  stages.push_back(std::move(audit).value());
+
+  evidence.finished = ws1::utc_now_iso8601();
+  std::vector<std::string> op_names;
+  for (const ws1::Op* op : *ops) op_names.emplace_back(op->name());
+  const ws1::C8Matrix c8 = ws1::c8_matrix(evidence, *backends, op_names);
+
+  // Everything is rendered (and the evidence validated) before the first byte is written.
+  const fs::path out(o.out);
+  auto evidence_text = ws1::evidence_json(evidence, (out / fmt::format("{}.json", kEvidenceName)).string());
+  if (!evidence_text) {
+    progress.clear();
+    return report(evidence_text.error());
+  }
+  ws1::JunitOptions junit{"ws1check", seconds, stages};
+  ws1::HtmlOptions html;
+  html.stages = stages;
+  html.c8 = &c8;
+  const std::vector<std::pair<std::string_view, std::string>> files = {
+      {kC8File, ws1::c8_json(c8)},
+      {kJunitFile, ws1::junit_xml(evidence, junit)},
+      {kHtmlFile, ws1::html_report(evidence, html)},
+  };
+  std::vector<fs::path> written;
+  if (auto st = write_outputs(evidence, out, files, written); !st) {
+    progress.clear();
+    return report(st.error());
+  }
+  progress.clear();
+
+  print_matrix(evidence, sessions, *ops);
+  bool red = false;
+  for (const auto& st : stages) {
+    fmt::print("{}: {}\n", st.name, st.status == ws1::StageStatus::kNotBuilt ? "not built"
+                                    : fmt::format("{} ({})", ws1::stage_status_name(st.status), st.detail));
+    red |= st.status == ws1::StageStatus::kFailed;
+    for (const auto& r : st.rows)
+      if (st.status == ws1::StageStatus::kFailed) fmt::print("  {}: {}: {}\n", r.name, r.status, r.detail);
+  }
+  std::string c8_counts;
+  for (const auto& [k, n] : ws1::c8_counts(c8)) c8_counts += fmt::format("{}{} {}", c8_counts.empty() ? "" : ", ", k, n);
+  fmt::print("c8 ({}): {} rows: {}\n", ws1::kC8SchemaVersion, c8.cells.size(), c8_counts.empty() ? "none" : c8_counts);
+  for (const auto& c : c8.cells)
+    if (c.status == "red") {
+      red = true;
+      fmt::print("c8 red: {} {} {} {}: {}\n", c.profile, c.op_name, c.judgment, c.tier, c.detail);
+    }
+  if (theirs) {
+    const auto diffs = ws1::compare_c8(c8, *theirs);
+    fmt::print("c8 compare with {}: {} rows differ\n", o.compare_c8, diffs.size());
+    for (const auto& d : diffs)
+      fmt::print("  {} vs {}: {} {} {}: {} vs {}\n", d.ours_profile, d.theirs_profile, d.op_name, d.judgment,
+                 d.tier, d.ours.value_or("(no row)"), d.theirs.value_or("(no row)"));
+  }
+  const ws1::Summary sum = ws1::summarize(evidence.cells);
+  red |= sum.red > 0;
+  fmt::print("gate {}: green {}, red {}, N/A {} of {} cells ({:.1f} s)\n", red ? "red" : "green", sum.green,
+             sum.red, sum.na, sum.total, std::chrono::duration<double>(Clock::now() - t_start).count());
+  for (const auto& p : written) fmt::print("wrote {}\n", p.string());
+  return red ? exit_code(ws1::ExitCode::kRed) : 0;
+}
+
+}  // namespace
+
+Command register_gate(CLI::App& app) {
+  auto o = std::make_shared<GateOptions>();
+  auto* sub = app.add_subcommand(
+      "gate", "the whole matrix (accuracy on every tier, invariance under every transform) for every op and "
+              "backend, parity and audit; evidence, C8 matrix, JUnit XML and HTML report");
+  sub->add_option("--backends", o->backends, "comma-separated backends, e.g. cpu_bf16 or cpu_bf16,cuda_bf16 (required)");
+  sub->add_option("--ops", o->ops, "comma-separated op names or 'all'")->default_str("all");
+  sub->add_option("--contract", o->contract, "tolerance contract")->default_str(default_contract());
+  sub->add_option("--workload", o->workload, "workload manifest")->default_str(default_workload());
+  sub->add_option("--out", o->out,
+                  "directory for gate.json (evidence), c8-execute.json (upstream's C8 shape), junit.xml and "
+                  "report.html")
+      ->default_str(o->out);
+  sub->add_option("--compare-c8", o->compare_c8,
+                  "a ws1-c8-execute-v2 file (e.g. upstream's H20 evidence) to compare row by row; differences "
+                  "are printed and do not change the exit code");
+  sub->add_option("--threads", o->threads, "CPU threads (0: all cores)");
+  sub->add_flag("-q,--quiet", o->quiet, "no progress line and only errors on stderr");
+  return {sub, [o] { return run(*o); }};
+}
+
+}  // namespace ws1cli
