@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 
+#include "planted_backend.hpp"
 #include "gemm_cpu.hpp"
 #include "test_paths.hpp"
 #include "ws1/audit.hpp"
@@ -60,29 +61,8 @@ RunContext probe_run(const Contract& c) {
   return make_run_context(c, setup().probe, setup().no_lock, "cpu_bf16", 0);
 }
 
-using Kernel = std::function<Result<Tensors>(const Op&, const Tensors&, const OpContext&)>;
-
-// cpu_bf16 with one op's forward and/or backward replaced.
-class WrapperBackend final : public Backend {
- public:
-  WrapperBackend(std::string op, Kernel fwd, Kernel bwd = nullptr)
-      : op_(std::move(op)), fwd_(std::move(fwd)), bwd_(std::move(bwd)) {}
-  std::string name() const override { return "cpu_bf16"; }
-  std::string kernel_id(const Op& op, Direction d) const override {
-    return base_->kernel_id(op, d) + "+planted-defect";
-  }
-  Result<Tensors> forward(const Op& op, const Tensors& in, const OpContext& ctx) override {
-    return op.name() == op_ && fwd_ ? fwd_(op, in, ctx) : base_->forward(op, in, ctx);
-  }
-  Result<Tensors> backward(const Op& op, const Tensors& in, const OpContext& ctx) override {
-    return op.name() == op_ && bwd_ ? bwd_(op, in, ctx) : base_->backward(op, in, ctx);
-  }
-
- private:
-  std::string op_;
-  Kernel fwd_, bwd_;
-  std::unique_ptr<Backend> base_ = make_cpu_bf16_backend();
-};
+using Kernel = test::OpKernel;
+using WrapperBackend = test::PlantedBackend;
 
 std::vector<AuditBackend> with(Backend& b) {
   return {{"cpu_bf16", &b, ""}, {"cuda_bf16", nullptr, "not available in this build yet"}};

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "planted_backend.hpp"
 #include "test_paths.hpp"
 #include "ws1/backend.hpp"
 #include "ws1/fixture_lock.hpp"
@@ -16,29 +17,6 @@
 
 namespace ws1::test {
 
-using Kernel = std::function<Result<Tensors>(const Tensors&, const OpContext&)>;
-
-// cpu_bf16 with one op's forward and/or backward replaced (an empty Kernel keeps cpu_bf16's).
-class PlantedBackend final : public Backend {
- public:
-  PlantedBackend(std::string op, Kernel fwd, Kernel bwd = {})
-      : op_(std::move(op)), fwd_(std::move(fwd)), bwd_(std::move(bwd)) {}
-  std::string name() const override { return "cpu_bf16"; }
-  std::string kernel_id(const Op& op, Direction d) const override {
-    return base_->kernel_id(op, d) + "+planted-defect";
-  }
-  Result<Tensors> forward(const Op& op, const Tensors& in, const OpContext& ctx) override {
-    return op.name() == op_ && fwd_ ? fwd_(in, ctx) : base_->forward(op, in, ctx);
-  }
-  Result<Tensors> backward(const Op& op, const Tensors& in, const OpContext& ctx) override {
-    return op.name() == op_ && bwd_ ? bwd_(in, ctx) : base_->backward(op, in, ctx);
-  }
-
- private:
-  std::string op_;
-  Kernel fwd_, bwd_;
-  std::unique_ptr<Backend> base_ = make_cpu_bf16_backend();
-};
 
 struct Workload {
   Contract contract;
