@@ -7,11 +7,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "elements.hpp"
 #include "percentile.hpp"
@@ -20,7 +22,6 @@
 namespace ws1 {
 namespace {
 
-using judge_detail::for_each_pair;
 using judge_detail::load_float;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -93,6 +94,145 @@ ErrorStats nan_stats() {
   return {nan, nan, nan, nan};
 }
 
+// ---- the two passes, over fixed chunks ----------------------------------------------------
+
+// Elements per chunk: fixed, so the merged sums do not depend on the number of workers.
+constexpr std::int64_t kChunk = std::int64_t{1} << 22;
+
+// What pass 1 learns from one chunk.
+struct Partial {
+  std::int64_t nan_elements = 0, violations = 0, candidate_nans = 0, reference_nans = 0;
+  std::int64_t infinite = 0;
+  double abs_sum = 0, rel_sum = 0, ulp_sum = 0;
+  double abs_max = 0, rel_max = 0, ulp_max = 0;
+  std::int64_t worst_flat = -1;
+  WorstElement worst;
+
+  // The worst element is the first, in row-major order, of the largest (ratio, violates).
+  bool outranks(double ratio, bool violates) const {
+    return worst_flat < 0 || ratio > worst.margin ||
+           (ratio == worst.margin && violates && !worst.violates);
+  }
+  // `p` is the next chunk in row-major order.
+  void merge(const Partial& p) {
+    nan_elements += p.nan_elements;
+    violations += p.violations;
+    candidate_nans += p.candidate_nans;
+    reference_nans += p.reference_nans;
+    infinite += p.infinite;
+    abs_sum += p.abs_sum;
+    rel_sum += p.rel_sum;
+    ulp_sum += p.ulp_sum;
+    abs_max = std::max(abs_max, p.abs_max);
+    rel_max = std::max(rel_max, p.rel_max);
+    ulp_max = std::max(ulp_max, p.ulp_max);
+    if (p.worst_flat >= 0 && outranks(p.worst.margin, p.worst.violates)) {
+      worst_flat = p.worst_flat;
+      worst = p.worst;
+    }
+  }
+};
+
+// P99 / P99.9 of each error, selected exactly over two passes (percentile.hpp).
+struct Ranks {
+  judge_detail::RankSelector abs, rel, ulp;
+  void add_counts(const Ranks& o) {
+    abs.add_counts(o.abs);
+    rel.add_counts(o.rel);
+    ulp.add_counts(o.ulp);
+  }
+  void plan() {
+    abs.plan();
+    rel.plan();
+    ulp.plan();
+  }
+  void take_kept(Ranks& o) {
+    abs.take_kept(o.abs);
+    rel.take_kept(o.rel);
+    ulp.take_kept(o.ulp);
+  }
+};
+
+// Pass 1 on one element pair.
+void visit(Partial& p, Ranks& rk, std::int64_t flat, float c, float r, const Tolerance& tol,
+           DType ct) {
+  if (same_finite(c, r)) {  // every error is 0: only a first worst element to record
+    rk.abs.count_zeros(1);
+    rk.rel.count_zeros(1);
+    rk.ulp.count_zeros(1);
+    if (p.worst_flat < 0) {
+      p.worst_flat = flat;
+      p.worst = WorstElement{{}, c, r, tol.atol + tol.rtol * std::fabs(static_cast<double>(r)), 0.0, false};
+    }
+    return;
+  }
+  double allowed = 0, ratio = 0;
+  bool violates = true;
+  if (std::isnan(c) || std::isnan(r)) {
+    ++p.nan_elements;
+    ++p.violations;
+    p.candidate_nans += std::isnan(c);
+    p.reference_nans += std::isnan(r);
+    allowed = std::isnan(r) ? r : std::isinf(r) ? kInf : tol.atol + tol.rtol * std::fabs(r);
+    ratio = kInf;
+  } else {
+    const bool ok = within_tolerance(c, r, tol);
+    violates = !ok;
+    const double a = abs_error(c, r), rel = rel_error(c, r), u = ulp_error(c, r, ct);
+    p.abs_sum += a;
+    p.rel_sum += rel;
+    p.ulp_sum += u;
+    rk.abs.count(static_cast<float>(a));
+    rk.rel.count(static_cast<float>(rel));
+    rk.ulp.count(static_cast<float>(u));
+    p.abs_max = std::max(p.abs_max, a);
+    p.rel_max = std::max(p.rel_max, rel);
+    p.ulp_max = std::max(p.ulp_max, u);
+    if (std::isinf(c) || std::isinf(r)) {
+      ++p.infinite;
+      allowed = std::isinf(r) ? kInf : tol.atol + tol.rtol * std::fabs(r);
+    } else {
+      allowed = tol.atol + tol.rtol * std::fabs(static_cast<double>(r));
+    }
+    ratio = error_ratio(a, allowed, ok);
+    if (!ok) ++p.violations;
+  }
+  // At an equal ratio a violation outranks a pass (both can read 1.0).
+  if (p.outranks(ratio, violates)) {
+    p.worst_flat = flat;
+    p.worst.candidate = c;
+    p.worst.reference = r;
+    p.worst.allowed = allowed;
+    p.worst.margin = ratio;
+    p.worst.violates = violates;
+  }
+}
+
+unsigned worker_count(std::int64_t chunks) {
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(std::clamp<std::int64_t>(chunks, 1, hw));
+}
+
+// body(worker, chunk, begin, end) for every chunk of [0, n); chunks are taken in order from a
+// shared counter, so which worker runs a chunk varies but what a chunk computes does not.
+template <class F>
+void for_chunks(std::int64_t n, unsigned workers, F&& body) {
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::atomic<std::int64_t> next{0};
+  auto run = [&](unsigned w) {
+    for (std::int64_t k = next++; k < chunks; k = next++)
+      body(w, k, k * kChunk, std::min(n, (k + 1) * kChunk));
+  };
+  if (workers <= 1) {
+    run(0);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (unsigned w = 1; w < workers; ++w) pool.emplace_back(run, w);
+  run(0);
+  for (std::thread& th : pool) th.join();
+}
+
 }  // namespace
 
 AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const Tensor& reference,
@@ -112,74 +252,38 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
   const DType ct = candidate.dtype();
   const DType rt = reference.dtype();
 
-  // Pass 1: decisions, counts, sums, maxima, worst element.
-  std::int64_t candidate_nans = 0, reference_nans = 0, infinite = 0;
-  double abs_sum = 0, rel_sum = 0, ulp_sum = 0;
-  double abs_max = 0, rel_max = 0, ulp_max = 0;
-  std::int64_t worst_flat = -1;
-  WorstElement worst;
-  // P99 / P99.9 of each error, selected exactly over two passes (percentile.hpp).
-  judge_detail::RankSelector abs_rank, rel_rank, ulp_rank;
-  for_each_pair(
-      candidate, reference, [&](std::int64_t flat, const std::byte* pc, const std::byte* pr) {
-        const float c = load_float(pc, ct), r = load_float(pr, rt);
-        if (same_finite(c, r)) {  // every error is 0: only a first worst element to record
-          abs_rank.count_zeros(1);
-          rel_rank.count_zeros(1);
-          ulp_rank.count_zeros(1);
-          if (worst_flat < 0) {
-            worst_flat = flat;
-            worst = WorstElement{{}, c, r, tol.atol + tol.rtol * std::fabs(static_cast<double>(r)), 0.0, false};
-          }
-          return;
-        }
-        double allowed = 0, ratio = 0;
-        bool violates = true;
-        const bool nan = std::isnan(c) || std::isnan(r);
-        if (nan) {
-          ++t.nan_elements;
-          ++t.violations;
-          candidate_nans += std::isnan(c);
-          reference_nans += std::isnan(r);
-          allowed = std::isnan(r) ? r : std::isinf(r) ? kInf : tol.atol + tol.rtol * std::fabs(r);
-          ratio = kInf;
-        } else {
-          const bool ok = within_tolerance(c, r, tol);
-          violates = !ok;
-          const double a = abs_error(c, r), rel = rel_error(c, r), u = ulp_error(c, r, ct);
-          abs_sum += a;
-          rel_sum += rel;
-          ulp_sum += u;
-          abs_rank.count(static_cast<float>(a));
-          rel_rank.count(static_cast<float>(rel));
-          ulp_rank.count(static_cast<float>(u));
-          abs_max = std::max(abs_max, a);
-          rel_max = std::max(rel_max, rel);
-          ulp_max = std::max(ulp_max, u);
-          if (std::isinf(c) || std::isinf(r)) {
-            ++infinite;
-            allowed = std::isinf(r) ? kInf : tol.atol + tol.rtol * std::fabs(r);
-          } else {
-            allowed = tol.atol + tol.rtol * std::fabs(static_cast<double>(r));
-          }
-          ratio = error_ratio(a, allowed, ok);
-          if (!ok) ++t.violations;
-        }
-        // Largest ratio; at an equal ratio a violation outranks a pass (both can read 1.0);
-        // otherwise the first in row-major order stays.
-        if (worst_flat < 0 || ratio > worst.margin ||
-            (ratio == worst.margin && violates && !worst.violates)) {
-          worst_flat = flat;
-          worst.candidate = c;
-          worst.reference = r;
-          worst.allowed = allowed;
-          worst.margin = ratio;
-          worst.violates = violates;
-        }
-      });
-  if (worst_flat >= 0) {
-    worst.index = judge_detail::unravel(worst_flat, t.shape);
-    t.worst = std::move(worst);
+  // Contiguous element arrays: the passes below split the flat range into fixed chunks.
+  const Tensor cc = candidate.is_contiguous() ? candidate : candidate.contiguous();
+  const Tensor rc = reference.is_contiguous() ? reference : reference.contiguous();
+  const std::byte* cbase = cc.raw();
+  const std::byte* rbase = rc.raw();
+  const std::size_t cs = dtype_size(ct), rs = dtype_size(rt);
+  const std::int64_t chunks = (t.numel + kChunk - 1) / kChunk;
+  const unsigned workers = worker_count(chunks);
+
+  // Pass 1: decisions, counts, sums, maxima, worst element, per chunk; histograms per worker.
+  std::vector<Partial> parts(static_cast<std::size_t>(chunks));
+  std::vector<Ranks> ranks(workers);
+  for_chunks(t.numel, workers, [&](unsigned w, std::int64_t k, std::int64_t begin, std::int64_t end) {
+    Partial& p = parts[static_cast<std::size_t>(k)];
+    Ranks& rk = ranks[w];
+    for (std::int64_t flat = begin; flat < end; ++flat) {
+      const float c = load_float(cbase + static_cast<std::size_t>(flat) * cs, ct);
+      const float r = load_float(rbase + static_cast<std::size_t>(flat) * rs, rt);
+      visit(p, rk, flat, c, r, tol, ct);
+    }
+  });
+  // Merged in chunk order: the sums' association and the worst element's tie rule (the first
+  // in row-major order) do not depend on the number of workers.
+  Partial all;
+  for (const Partial& p : parts) all.merge(p);
+  Ranks merged;
+  for (const Ranks& rk : ranks) merged.add_counts(rk);
+  t.nan_elements = all.nan_elements;
+  t.violations = all.violations;
+  if (all.worst_flat >= 0) {
+    all.worst.index = judge_detail::unravel(all.worst_flat, t.shape);
+    t.worst = std::move(all.worst);
   }
 
   const std::int64_t measured = t.numel - t.nan_elements;  // elements in the statistics
@@ -187,42 +291,48 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
     if (t.numel > 0) t.abs_error = t.rel_error = t.ulp_distance = nan_stats();
   } else {
     const auto n = static_cast<double>(measured);
-    t.abs_error.max = abs_max;
-    t.rel_error.max = rel_max;
-    t.ulp_distance.max = ulp_max;
-    t.abs_error.mean = abs_sum / n;
-    t.rel_error.mean = rel_sum / n;
-    t.ulp_distance.mean = ulp_sum / n;
-    // Pass 2: the values in the buckets that hold the ranks.
-    for (judge_detail::RankSelector* sel : {&abs_rank, &rel_rank, &ulp_rank}) sel->plan();
-    for_each_pair(candidate, reference, [&](std::int64_t, const std::byte* pc, const std::byte* pr) {
-      const float c = load_float(pc, ct), r = load_float(pr, rt);
-      if (same_finite(c, r) || std::isnan(c) || std::isnan(r)) return;
-      abs_rank.keep(static_cast<float>(abs_error(c, r)));
-      rel_rank.keep(static_cast<float>(rel_error(c, r)));
-      ulp_rank.keep(static_cast<float>(ulp_error(c, r, ct)));
+    t.abs_error.max = all.abs_max;
+    t.rel_error.max = all.rel_max;
+    t.ulp_distance.max = all.ulp_max;
+    t.abs_error.mean = all.abs_sum / n;
+    t.rel_error.mean = all.rel_sum / n;
+    t.ulp_distance.mean = all.ulp_sum / n;
+    // Pass 2: the values in the buckets that hold the ranks (each worker keeps its own).
+    merged.plan();
+    std::vector<Ranks> keep(workers, merged);
+    for_chunks(t.numel, workers, [&](unsigned w, std::int64_t, std::int64_t begin, std::int64_t end) {
+      Ranks& rk = keep[w];
+      for (std::int64_t flat = begin; flat < end; ++flat) {
+        const float c = load_float(cbase + static_cast<std::size_t>(flat) * cs, ct);
+        const float r = load_float(rbase + static_cast<std::size_t>(flat) * rs, rt);
+        if (same_finite(c, r) || std::isnan(c) || std::isnan(r)) continue;
+        rk.abs.keep(static_cast<float>(abs_error(c, r)));
+        rk.rel.keep(static_cast<float>(rel_error(c, r)));
+        rk.ulp.keep(static_cast<float>(ulp_error(c, r, ct)));
+      }
     });
+    for (Ranks& rk : keep) merged.take_kept(rk);
     const auto ranked = [](judge_detail::RankSelector& sel, ErrorStats& s) {
       const judge_detail::Percentiles p = sel.result();
       // A float rounding can land just above the double max: cap it there.
       s.p99 = std::min(static_cast<double>(p.p99), s.max);
       s.p999 = std::min(static_cast<double>(p.p999), s.max);
     };
-    ranked(abs_rank, t.abs_error);
-    ranked(rel_rank, t.rel_error);
-    ranked(ulp_rank, t.ulp_distance);
+    ranked(merged.abs, t.abs_error);
+    ranked(merged.rel, t.rel_error);
+    ranked(merged.ulp, t.ulp_distance);
   }
 
-  if (t.nan_elements > 0)
-    t.notes.push_back(fmt::format(
-        "{} element(s) hold NaN (candidate {}, reference {}): a NaN never passes; each counts "
-        "as a violation and none enters the error statistics",
-        t.nan_elements, candidate_nans, reference_nans));
-  if (infinite > 0)
+  if (all.infinite > 0)
     t.notes.push_back(fmt::format(
         "{} element(s) hold an infinity: the same infinity on both sides passes, any other "
         "pairing is a violation",
-        infinite));
+        all.infinite));
+  if (t.nan_elements > 0)
+    t.notes.insert(t.notes.begin(), fmt::format(
+        "{} element(s) hold NaN (candidate {}, reference {}): a NaN never passes; each counts "
+        "as a violation and none enters the error statistics",
+        t.nan_elements, all.candidate_nans, all.reference_nans));
   return t;
 }
 

@@ -11,6 +11,16 @@ RankSelector::RankSelector() : hist_(kBuckets, 0) {}
 
 std::uint32_t RankSelector::bucket(float v) { return std::bit_cast<std::uint32_t>(v) >> 16; }
 
+void RankSelector::add_counts(const RankSelector& o) {
+  for (std::size_t b = 0; b < kBuckets; ++b) hist_[b] += o.hist_[b];
+  zeros_ += o.zeros_;
+}
+
+void RankSelector::take_kept(RankSelector& o) {
+  for (std::size_t i = 0; i < target_.size(); ++i)
+    target_[i].kept.insert(target_[i].kept.end(), o.target_[i].kept.begin(), o.target_[i].kept.end());
+}
+
 void RankSelector::plan() {
   std::int64_t n = zeros_;
   for (std::int64_t h : hist_) n += h;

@@ -28,6 +28,8 @@ class RankSelector {
   RankSelector();
   void count(float v) { ++hist_[bucket(v)]; }  // pass 1
   void count_zeros(std::int64_t n) { zeros_ += n; }
+  void add_counts(const RankSelector& o);       // another worker's pass 1
+  void take_kept(RankSelector& o);               // another worker's pass 2 (planned as this)
   void plan();                                  // between the passes
   void keep(float v) {                          // pass 2: the values of pass 1 again
     const std::uint32_t b = bucket(v);

@@ -245,3 +245,24 @@ TEST_CASE("stats: elements equal bit for bit rank as zero errors (sparse gradien
   CHECK(same.worst->margin == 0.0);
   CHECK(same.violations == 0);
 }
+
+TEST_CASE("stats: tensors over several chunks merge like one pass", "[judge]") {
+  const ws1::Tolerance tol =
+      tolerance(Judgment::kForwardAccuracy, OpClass::kReduction, ContractDType::kFloat32);
+  // 9 Mi elements (the judge splits at 4 Mi): two equal largest errors, in the second and the
+  // third chunk; the first in row-major order is the worst.
+  const std::int64_t n = std::int64_t{9} << 20;
+  std::vector<float> ref(static_cast<std::size_t>(n), 0.25f), cand = ref;
+  const std::int64_t first = (std::int64_t{5} << 20) + 3, second = n - 1;
+  cand[static_cast<std::size_t>(first)] = 0.25f + 0x1p-10f;
+  cand[static_cast<std::size_t>(second)] = 0.25f + 0x1p-10f;
+  cand[7] = 0.25f + 0x1p-14f;
+  const auto a = ws1::judge_accuracy("y", f32({n}, cand), f32({n}, ref), tol);
+  REQUIRE(a.worst);
+  CHECK(a.worst->index == ws1::Dims{first});
+  CHECK(a.abs_error.max == 0x1p-10);
+  CHECK(a.abs_error.mean == (2 * 0x1p-10 + 0x1p-14) / static_cast<double>(n));
+  CHECK(a.abs_error.p999 == 0.0);
+  const auto over = [&](float c) { return judge_test::exact_within(c, 0.25f, tol.atol, tol.rtol) ? 0 : 1; };
+  CHECK(a.violations == 2 * over(0.25f + 0x1p-10f) + over(0.25f + 0x1p-14f));
+}
