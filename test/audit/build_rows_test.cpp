@@ -288,9 +288,12 @@ TEST_CASE("audit tolerance convergence: the project's tests have no literals; a 
   const fs::path root = temp_dir("tol");
   fs::create_directories(root / "test" / "ops");
   fs::create_directories(root / "test" / "data" / "repo");
-  std::ofstream(root / "test" / "ops" / "gemm_check.cpp") << "// atol = 1 in a comment\nconst double atol = 1e-3;\n";
+  // Planted files (from test/data: they hold tolerance literals): one literal after a comment
+  // that only mentions one; and the same literal under test/data, which the scan excludes.
+  const fs::path snippets = test::test_data() / "audit_snippets";
+  fs::copy_file(snippets / "gemm_check.cpp", root / "test" / "ops" / "gemm_check.cpp");
   std::ofstream(root / "test" / "ops" / "gemm.py") << "x = row.atol\n";
-  std::ofstream(root / "test" / "data" / "repo" / "test_x.py") << "atol = 1e-3\n";  // test input: excluded
+  fs::copy_file(snippets / "test_x.py", root / "test" / "data" / "repo" / "test_x.py");
   const AuditRow p = audit_tolerance_literals(root).value();
   INFO(p.basis);
   CHECK(p.status == AuditStatus::kNonConformant);

@@ -176,7 +176,7 @@ TEST_CASE("stats: worst element is the largest |c - r| / allowed", "[judge]") {
 }
 
 TEST_CASE("stats: a zero allowance gives ratio 0 without error, +inf with one", "[judge]") {
-  // A bitwise row's tolerance (atol = rtol = 0), applied as an accuracy tolerance.
+  // A bitwise row's tolerance (atol and rtol both zero), applied as an accuracy tolerance.
   const ws1::Tolerance zero =
       tolerance(Judgment::kForwardInvariance, OpClass::kReduction, ContractDType::kBFloat16);
   REQUIRE(zero.atol == 0);

@@ -156,7 +156,7 @@ TEST_CASE("accuracy: an element exactly on atol + rtol*|r| passes, the next valu
 }
 
 TEST_CASE("accuracy: a bound that double rounding would move is still decided exactly", "[judge]") {
-  // atol = 2^a and rtol = the double just below 2^p (both derived from the contract row), r =
+  // atol is 2^a and rtol the double just below 2^p (both derived from the contract row), r =
   // 2^(a-1): the exact bound 2^a + 2^(a-1+p) - 2^(a-1+p-53) lies a hair below the float
   // c = r + 2^a + 2^(a-1+p), but evaluated in double it rounds up onto c - r. The element
   // must fail; a plain double comparison would pass it.
