@@ -8,6 +8,10 @@
 
 #include "common.hpp"
 #include "ws1/op_catalogue.hpp"
+#include "ws1_build_config.h"
+#if WS1_HAVE_CUDA
+#include "ws1cuda/cuda_backend.hpp"
+#endif
 
 namespace ws1cli {
 
@@ -49,15 +53,19 @@ ws1::Result<std::vector<const ws1::Op*>> select_ops(const std::string& op) {
 
 ws1::Result<std::unique_ptr<ws1::Backend>> open_backend(const std::string& name, bool gpu_present) {
   if (name.empty()) {
-    if (gpu_present)
-      spdlog::warn("a GPU is present but the cuda_bf16 backend is not built yet: using cpu_bf16");
-    else
-      spdlog::info("no GPU: using the cpu_bf16 backend");
+#if WS1_HAVE_CUDA
+    if (gpu_present) return ws1cuda::make_cuda_bf16_backend();
+#endif
+    spdlog::info(gpu_present ? "a GPU is present but this build has no CUDA: using the cpu_bf16 backend"
+                             : "no GPU: using the cpu_bf16 backend");
     return ws1::make_backend("cpu_bf16");
   }
   if ((name == "cuda_bf16" || name == "triton_cuda_bf16") && !gpu_present)
     return ws1::Error{"--backend", name, "needs a CUDA device and none was found",
                       ws1::ExitCode::kEnvironment};
+#if WS1_HAVE_CUDA
+  if (name == "cuda_bf16") return ws1cuda::make_cuda_bf16_backend();
+#endif
   return ws1::make_backend(name);
 }
 

@@ -2,13 +2,18 @@
 // (the spec, upstream files and oracles; present on development and CI machines).
 #pragma once
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "ws1_build_config.h"
 
 namespace ws1::test {
 
-inline std::filesystem::path source_root() { return WS1_SOURCE_ROOT; }
+// WS1CHECK_DATA_DIR (as for the CLI) points a test binary built elsewhere at a copy of the tree.
+inline std::filesystem::path source_root() {
+  if (const char* dir = std::getenv("WS1CHECK_DATA_DIR"); dir != nullptr && *dir != '\0') return dir;
+  return WS1_SOURCE_ROOT;
+}
 inline std::filesystem::path test_data() { return source_root() / "test" / "data"; }
 // Upstream data files kept in the repository (copied from ../shared/upstream/, unchanged).
 inline std::filesystem::path upstream_data() { return test_data() / "upstream"; }

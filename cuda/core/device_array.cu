@@ -1,0 +1,71 @@
+#include "ws1cuda/device_array.cuh"
+
+#include <stdexcept>
+#include <string>
+
+#include "op_support.hpp"
+#include "ws1/error.hpp"
+
+namespace ws1cuda {
+
+void throw_cuda_error(cudaError_t e, std::string_view what) {
+  throw ws1::ops::OpInputError{ws1::environment_error(
+      "cuda_bf16", std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e))};
+}
+
+void check_launch(std::string_view kernel) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw_cuda_error(e, std::string("launch of ") + std::string(kernel));
+}
+
+namespace {
+
+template <class T>
+DeviceArray<T> upload_as(const ws1::Tensor& t, ws1::DType dtype, const char* what) {
+  if (t.dtype() != dtype)
+    throw std::logic_error(std::string(what) + ": tensor dtype is " +
+                           std::string(ws1::dtype_safetensors_name(t.dtype())));
+  const ws1::Tensor c = t.is_contiguous() ? t : t.contiguous();
+  DeviceArray<T> a(static_cast<std::size_t>(c.numel()));
+  if (a.size() > 0) WS1_CUDA(cudaMemcpy(a.get(), c.raw(), a.bytes(), cudaMemcpyHostToDevice));
+  return a;
+}
+
+template <class T>
+ws1::Tensor download_as(const DeviceArray<T>& a, ws1::DType dtype, const ws1::Shape& shape) {
+  ws1::Tensor t(dtype, shape);
+  if (static_cast<std::size_t>(t.numel()) != a.size())
+    throw std::logic_error("download: shape " + ws1::shape_string(shape) + " does not hold " +
+                           std::to_string(a.size()) + " elements");
+  WS1_CUDA(cudaDeviceSynchronize());
+  if (a.size() > 0) WS1_CUDA(cudaMemcpy(t.raw(), a.get(), a.bytes(), cudaMemcpyDeviceToHost));
+  return t;
+}
+
+}  // namespace
+
+DeviceArray<bf16> upload_bf16(const ws1::Tensor& t) {
+  return upload_as<bf16>(t, ws1::DType::kBF16, "upload_bf16");
+}
+DeviceArray<float> upload_f32(const ws1::Tensor& t) {
+  return upload_as<float>(t, ws1::DType::kF32, "upload_f32");
+}
+DeviceArray<std::uint8_t> upload_bool(const ws1::Tensor& t) {
+  return upload_as<std::uint8_t>(t, ws1::DType::kBool, "upload_bool");
+}
+
+DeviceArray<std::int64_t> upload_i64(const ws1::Tensor& t) {
+  const std::vector<std::int64_t> ids = ws1::ops::to_i64(t);
+  DeviceArray<std::int64_t> a(ids.size());
+  if (a.size() > 0) WS1_CUDA(cudaMemcpy(a.get(), ids.data(), a.bytes(), cudaMemcpyHostToDevice));
+  return a;
+}
+
+ws1::Tensor download_bf16(const DeviceArray<bf16>& a, const ws1::Shape& shape) {
+  return download_as(a, ws1::DType::kBF16, shape);
+}
+ws1::Tensor download_f32(const DeviceArray<float>& a, const ws1::Shape& shape) {
+  return download_as(a, ws1::DType::kF32, shape);
+}
+
+}  // namespace ws1cuda

@@ -1,0 +1,11 @@
+// batch_invariant_logp on cuda_bf16: not implemented yet (the backend reports a missing kernel).
+#include "registry.hpp"
+
+namespace ws1cuda {
+
+const CudaOp& batch_invariant_logp_cuda() {
+  static const CudaOp op{"batch_invariant_logp", nullptr, nullptr, "", ""};
+  return op;
+}
+
+}  // namespace ws1cuda

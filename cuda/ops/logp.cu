@@ -1,0 +1,11 @@
+// logp on cuda_bf16: not implemented yet (the backend reports a missing kernel).
+#include "registry.hpp"
+
+namespace ws1cuda {
+
+const CudaOp& logp_cuda() {
+  static const CudaOp op{"logp", nullptr, nullptr, "", ""};
+  return op;
+}
+
+}  // namespace ws1cuda
