@@ -21,7 +21,8 @@ Command register_accuracy(CLI::App& app);
 Command register_invariance(CLI::App& app);
 Command register_gate(CLI::App& app);
 Command register_audit(CLI::App& app);
-// invariance, parity, audit, gate: options registered, not built yet.
-std::vector<Command> register_pending(CLI::App& app);
+Command register_worker(CLI::App& app);
+Command register_bench(CLI::App& app);
+Command register_parity(CLI::App& app);
 
 }  // namespace ws1cli

@@ -48,7 +48,9 @@ int main(int argc, char** argv) {
   commands.push_back(ws1cli::register_gate(app));
   commands.push_back(ws1cli::register_ops(app));
   commands.push_back(ws1cli::register_audit(app));
-  for (auto& c : ws1cli::register_pending(app)) commands.push_back(std::move(c));
+  commands.push_back(ws1cli::register_worker(app));
+  commands.push_back(ws1cli::register_bench(app));
+  commands.push_back(ws1cli::register_parity(app));
 
   try {
     app.parse(argc, argv);

@@ -28,11 +28,4 @@ class CpuBf16 final : public Backend {
 
 std::unique_ptr<Backend> make_cpu_bf16_backend() { return std::make_unique<CpuBf16>(); }
 
-Result<std::unique_ptr<Backend>> make_backend(std::string_view name) {
-  if (name == "cpu_bf16") return make_cpu_bf16_backend();
-  if (name == "cuda_bf16" || name == "triton_cuda_bf16")
-    return Error{"--backend", std::string(name), "not available in this build yet", ExitCode::kEnvironment};
-  return bad_input("--backend", std::string(name), "unknown backend (known: cpu_bf16)");
-}
-
 }  // namespace ws1

@@ -60,6 +60,7 @@
 #include <limits>
 #include <vector>
 
+#include "attention.hpp"
 #include "op_support.hpp"
 #include "ws1/numeric.hpp"
 
@@ -78,46 +79,30 @@
 namespace ws1::ops {
 namespace {
 
-constexpr std::int64_t kTile = 64;   // keys per tile (candidate), lanes per kernel call
-constexpr std::int64_t kQueryBlock = 64;  // query rows per task
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr std::string_view kOp = "attention";
-
-// ---- inputs ---------------------------------------------------------------------------------
-
-struct Dims {
-  std::int64_t b = 0, hq = 0, hkv = 0, sq = 0, skv = 0, d = 0;
-  std::int64_t group() const { return hq / hkv; }
-  std::int64_t offset() const { return skv - sq; }  // bottom-right causal alignment
-};
-
-struct Inputs {
-  Dims n;
-  Shape q_shape, kv_shape;
-  std::vector<float> q, k, v, dy;  // row-major upcasts
-  std::vector<std::uint8_t> valid;  // [B, Skv]: 1 = key may be attended to
-  float scale = 1.0f;
-};
-
 const Tensor& head_major(const Tensors& in, std::string_view name) {
-  const Tensor& t = input(in, kOp, name, DType::kBF16);
-  require(t.dim() != 3, kOp, name,
+  const Tensor& t = input(in, kAttentionOp, name, DType::kBF16);
+  require(t.dim() != 3, kAttentionOp, name,
           fmt::format("shape {} is the token-major invariance layout [T, H, D]; attention takes "
                       "head-major [B, H, S, D] (the runner lays the tokens out per sample)",
                       shape_string(t.shape())));
-  require(t.dim() == 4, kOp, name,
+  require(t.dim() == 4, kAttentionOp, name,
           fmt::format("shape {} (expected rank 4, [B, H, S, D])", shape_string(t.shape())));
   return t;
 }
 
-Inputs read_inputs(const Tensors& in, bool backward) {
-  const Tensor& qt = head_major(in, "q");
-  const Tensor& kt = head_major(in, "k");
-  const Tensor& vt = head_major(in, "v");
-  Inputs x;
-  x.q_shape = qt.shape();
-  x.kv_shape = kt.shape();
-  Dims& n = x.n;
+}  // namespace
+
+// Shared with the cuda_bf16 host function (attention.hpp): same checks, same messages.
+AttentionInputs check_attention_inputs(const Tensors& in, bool backward) {
+  constexpr std::string_view kOp = kAttentionOp;
+  AttentionInputs x;
+  x.q = &head_major(in, "q");
+  x.k = &head_major(in, "k");
+  x.v = &head_major(in, "v");
+  const Tensor& qt = *x.q;
+  const Tensor& kt = *x.k;
+  const Tensor& vt = *x.v;
+  AttentionDims& n = x.n;
   n.b = qt.shape()[0];
   n.hq = qt.shape()[1];
   n.sq = qt.shape()[2];
@@ -133,9 +118,6 @@ Inputs read_inputs(const Tensors& in, bool backward) {
   require(n.hkv >= 1 && n.hq >= 1 && n.hq % n.hkv == 0, kOp, "k",
           fmt::format("{} kv heads for {} query heads (the query heads must be a positive "
                       "multiple of the kv heads)", n.hkv, n.hq));
-  x.q = to_f32(qt);
-  x.k = to_f32(kt);
-  x.v = to_f32(vt);
   x.valid.assign(static_cast<std::size_t>(n.b * n.skv), 1);
   if (find_tensor(in, "key_mask") != nullptr) {
     const Tensor& mt = input(in, kOp, "key_mask", DType::kBool);
@@ -150,12 +132,45 @@ Inputs read_inputs(const Tensors& in, bool backward) {
     }
   }
   if (backward) {
-    const Tensor& dt = input(in, kOp, "dy.o", DType::kBF16);
-    require(dt.shape() == qt.shape(), kOp, "dy.o",
-            fmt::format("shape {} differs from q {}", shape_string(dt.shape()), shape_string(qt.shape())));
-    x.dy = to_f32(dt);
+    x.dy = &input(in, kOp, "dy.o", DType::kBF16);
+    require(x.dy->shape() == qt.shape(), kOp, "dy.o",
+            fmt::format("shape {} differs from q {}", shape_string(x.dy->shape()), shape_string(qt.shape())));
   }
   x.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(n.d)));
+  return x;
+}
+
+namespace {
+
+constexpr std::int64_t kTile = 64;   // keys per tile (candidate), lanes per kernel call
+constexpr std::int64_t kQueryBlock = 64;  // query rows per task
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr std::string_view kOp = kAttentionOp;
+
+// ---- inputs ---------------------------------------------------------------------------------
+
+using Dims = AttentionDims;
+
+struct Inputs {
+  Dims n;
+  Shape q_shape, kv_shape;
+  std::vector<float> q, k, v, dy;  // row-major upcasts
+  std::vector<std::uint8_t> valid;  // [B, Skv]: 1 = key may be attended to
+  float scale = 1.0f;
+};
+
+Inputs read_inputs(const Tensors& in, bool backward) {
+  AttentionInputs c = check_attention_inputs(in, backward);
+  Inputs x;
+  x.n = c.n;
+  x.q_shape = c.q->shape();
+  x.kv_shape = c.k->shape();
+  x.q = to_f32(*c.q);
+  x.k = to_f32(*c.k);
+  x.v = to_f32(*c.v);
+  x.valid = std::move(c.valid);
+  if (backward) x.dy = to_f32(*c.dy);
+  x.scale = c.scale;
   return x;
 }
 
@@ -596,6 +611,28 @@ class Attention final : public Op {
     return {{"dq", DType::kBF16}, {"dk", DType::kBF16}, {"dv", DType::kBF16}};
   }
   TokenLayout token_layout() const override { return TokenLayout::kAttentionGrid; }
+  // Score and value products over the visible (query, key) pairs: 4·D FLOPs per pair and
+  // query head forward; backward 10·D (recomputed scores, dv, dp, dq, dk: FlashAttention's
+  // 2.5x convention).
+  OpWork work(const Tensors& in, bool backward) const override {
+    try {
+      const AttentionInputs x = check_attention_inputs(in, backward);
+      const AttentionDims& n = x.n;
+      double pairs = 0.0;
+      std::vector<std::int64_t> seen(static_cast<std::size_t>(n.skv) + 1);  // valid keys before j
+      for (std::int64_t b = 0; b < n.b; ++b) {
+        for (std::int64_t j = 0; j < n.skv; ++j)
+          seen[static_cast<std::size_t>(j + 1)] = seen[static_cast<std::size_t>(j)] + x.valid[static_cast<std::size_t>(b * n.skv + j)];
+        for (std::int64_t i = 0; i < n.sq; ++i) {
+          const std::int64_t last = std::min(n.skv, i + (n.skv - n.sq) + 1);  // keys [0, last)
+          if (last > 0) pairs += static_cast<double>(seen[static_cast<std::size_t>(last)]);
+        }
+      }
+      return {{}, (backward ? 10.0 : 4.0) * static_cast<double>(n.d) * static_cast<double>(n.hq) * pairs};
+    } catch (const OpInputError&) {
+      return {};
+    }
+  }
   Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const override {
     return forward(in, ctx, Path::kReference);
   }

@@ -21,28 +21,29 @@
 #include "elementwise.hpp"
 
 namespace ws1::ops {
-namespace {
 
-struct Gather {
-  std::vector<std::int64_t> ids;
-  std::int64_t vocab = 0, hidden = 0;
-  Shape out_shape;  // ids.shape + [H]
-};
-
-Gather gather_of(std::string_view op, const Tensors& in) {
+EmbeddingInputs embedding_inputs(std::string_view op, const Tensors& in, bool backward) {
   const Tensor& idt = input(in, op, "ids", DType::kI64);
-  const Tensor& table = input(in, op, "table", DType::kBF16, 2);
-  Gather g;
-  g.vocab = table.shape()[0];
-  g.hidden = table.shape()[1];
+  EmbeddingInputs g;
+  g.table = &input(in, op, "table", DType::kBF16, 2);
+  g.vocab = g.table->shape()[0];
+  g.hidden = g.table->shape()[1];
   g.ids = to_i64(idt);
   for (std::size_t k = 0; k < g.ids.size(); ++k)
     require(g.ids[k] >= 0 && g.ids[k] < g.vocab, op, "ids",
             fmt::format("element {} = {} is outside [0, {}) (table rows)", k, g.ids[k], g.vocab));
   g.out_shape = idt.shape();
   g.out_shape.push_back(g.hidden);
+  if (backward) {
+    g.dy = &input(in, op, "dy.y", DType::kBF16);
+    require(g.dy->shape() == g.out_shape, op, "dy.y",
+            fmt::format("shape {} (expected {})", shape_string(g.dy->shape()),
+                        shape_string(g.out_shape)));
+  }
   return g;
 }
+
+namespace {
 
 // The contiguous bf16 bits of a tensor (a handle copy when it is contiguous already).
 Tensor dense(const Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
@@ -50,8 +51,8 @@ Tensor dense(const Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
 Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx,
                         PointwisePath path) {
   return guarded(op, [&] {
-    const Gather g = gather_of(op, in);
-    const Tensor table = dense(*find_tensor(in, "table"));
+    const EmbeddingInputs g = embedding_inputs(op, in, false);
+    const Tensor table = dense(*g.table);
     const auto* src = table.data<std::uint16_t>();
     const auto tokens = static_cast<std::int64_t>(g.ids.size());
     const std::int64_t h = g.hidden;
@@ -79,12 +80,8 @@ Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext&
 Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx,
                          PointwisePath path) {
   return guarded(op, [&] {
-    const Gather g = gather_of(op, in);
-    const Tensor& dyt = input(in, op, "dy.y", DType::kBF16);
-    require(dyt.shape() == g.out_shape, op, "dy.y",
-            fmt::format("shape {} (expected {})", shape_string(dyt.shape()),
-                        shape_string(g.out_shape)));
-    const std::vector<float> dy = to_f32(dyt);
+    const EmbeddingInputs g = embedding_inputs(op, in, true);
+    const std::vector<float> dy = to_f32(*g.dy);
     const std::int64_t h = g.hidden;
     // Token indices ordered by id, then by token index (stable sort): the summation order.
     std::vector<std::int64_t> order(g.ids.size());
@@ -126,11 +123,24 @@ Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext
   });
 }
 
+// The table is read sparsely: a forward moves the ids and T rows in and out; a backward reads
+// the ids and dy and writes the whole dtable.
+OpWork work(const Tensors& in, bool backward) {
+  const Tensor* ids = find_tensor(in, "ids");
+  const Tensor* table = find_tensor(in, "table");
+  if (ids == nullptr || table == nullptr || table->dim() != 2) return {};
+  const double id_bytes = static_cast<double>(ids->nbytes());
+  const double rows = static_cast<double>(ids->numel()) * static_cast<double>(table->shape()[1]) * 2.0;
+  OpWork w;
+  w.bytes = backward ? id_bytes + rows + static_cast<double>(table->nbytes()) : id_bytes + 2.0 * rows;
+  return w;
+}
+
 }  // namespace
 
 const Op& embedding_op() {
   static const PathOp op("embedding", {{"y", DType::kBF16}}, {{"dtable", DType::kBF16}}, forward,
-                         backward);
+                         backward, work);
   return op;
 }
 

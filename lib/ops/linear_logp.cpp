@@ -33,25 +33,14 @@
 #include "registry.hpp"
 
 namespace ws1::ops {
-namespace {
 
-// lse chunks per logits GEMM call: a blocking choice only (fewer, larger GEMM calls).
-constexpr std::int64_t kChunksPerCall = 8;
-constexpr std::int64_t kSpan = kLseChunk * kChunksPerCall;
-
-struct Problem {
-  Tensor hidden;   // [rows, H] view of the input
-  Shape lead;      // hidden's shape without H (= targets' shape)
-  std::int64_t rows = 0, width = 0, vocab = 0;
-  std::vector<std::int64_t> targets;
-};
-
-Problem problem(std::string_view op, const Tensors& in) {
+LinearLogpInputs check_linear_logp_inputs(std::string_view op, const Tensors& in, bool backward) {
   const Tensor& ht = input(in, op, "hidden", DType::kBF16);
-  const Tensor& wt = input(in, op, "weight", DType::kBF16, 2);
+  LinearLogpInputs p;
+  p.weight = &input(in, op, "weight", DType::kBF16, 2);
+  const Tensor& wt = *p.weight;
   const Tensor& tt = input(in, op, "targets", DType::kI64);
   require(ht.dim() >= 1, op, "hidden", "needs at least one dimension");
-  Problem p;
   p.width = ht.shape().back();
   require(wt.shape()[1] == p.width, op, "weight",
           fmt::format("shape {} does not fit hidden {} (needs [V, {}])", shape_string(wt.shape()),
@@ -68,8 +57,21 @@ Problem problem(std::string_view op, const Tensors& in) {
     require(p.targets[i] >= 0 && p.targets[i] < p.vocab, op, "targets",
             fmt::format("target {} at element {} is outside [0, {})", p.targets[i], i, p.vocab));
   p.hidden = (ht.is_contiguous() ? ht : ht.contiguous()).view({p.rows, p.width});
+  if (backward) {
+    p.dy = &input(in, op, "dy.logp", DType::kF32);
+    require(p.dy->shape() == p.lead, op, "dy.logp",
+            fmt::format("shape {} differs from targets {}", shape_string(p.dy->shape()), shape_string(p.lead)));
+  }
   return p;
 }
+
+namespace {
+
+// lse chunks per logits GEMM call: a blocking choice only (fewer, larger GEMM calls).
+constexpr std::int64_t kChunksPerCall = 8;
+constexpr std::int64_t kSpan = kLseChunk * kChunksPerCall;
+
+using Problem = LinearLogpInputs;
 
 gemm::Options options(const OpContext& ctx) { return {ctx.threads, true}; }
 
@@ -144,8 +146,8 @@ void to_gradient(const Problem& p, const std::vector<float>& dy, const std::vect
 
 Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx, LogpPath path) {
   return guarded(op, [&] {
-    const Problem p = problem(op, in);
-    const Tensor& weight = *find_tensor(in, "weight");
+    const Problem p = check_linear_logp_inputs(op, in, false);
+    const Tensor& weight = *p.weight;
     std::vector<float> out(static_cast<std::size_t>(p.rows));
     if (p.rows == 0) {
       // nothing to compute
@@ -163,12 +165,9 @@ Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext&
 
 Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx, LogpPath path) {
   return guarded(op, [&] {
-    const Problem p = problem(op, in);
-    const Tensor& weight = *find_tensor(in, "weight");
-    const Tensor& dyt = input(in, op, "dy.logp", DType::kF32);
-    require(dyt.shape() == p.lead, op, "dy.logp",
-            fmt::format("shape {} differs from targets {}", shape_string(dyt.shape()), shape_string(p.lead)));
-    const std::vector<float> dy = to_f32(dyt);
+    const Problem p = check_linear_logp_inputs(op, in, true);
+    const Tensor& weight = *p.weight;
+    const std::vector<float> dy = to_f32(*p.dy);
     Shape dh_shape = p.lead;
     dh_shape.push_back(p.width);
     const gemm::ConstMatrix hm = gemm::matrix(p.hidden), wm = gemm::matrix(weight);
@@ -216,6 +215,8 @@ class LinearLogp final : public Op {
  public:
   LinearLogp() : Op(*find_op("linear_logp")) {}
   std::vector<TensorDecl> outputs() const override { return {{"logp", DType::kF32}}; }
+  // Backward recomputes the logits (they are never stored): one more forward product.
+  OpWork work(const Tensors& in, bool backward) const override { return projection_work(in, backward, 1); }
   std::vector<TensorDecl> gradients() const override {
     return {{"dhidden", DType::kBF16}, {"dweight", DType::kBF16}};
   }

@@ -13,69 +13,68 @@
 // dweight = dy^T @ hidden (sum over the rows T), each in the same chunked FP32 order over its
 // own reduction dimension; FP32 outputs (reference) or bf16 outputs (candidate). dweight sums
 // over the rows of the call, so it depends on them by definition; dhidden's rows do not.
+#include "lm_head.hpp"
+
 #include <string>
+#include <utility>
 
 #include "gemm_cpu.hpp"
 #include "op_support.hpp"
 
 namespace ws1::ops {
+
+LmHeadInputs lm_head_inputs(std::string_view op, const Tensors& in, bool with_dy) {
+  const Tensor& h = input(in, op, "hidden", DType::kBF16);
+  const Tensor& w = input(in, op, "weight", DType::kBF16, 2);
+  const Tensor* dy = with_dy ? &input(in, op, "dy.logits", DType::kBF16) : nullptr;
+  require(h.dim() >= 1, op, "hidden", "needs at least one dimension");
+  const std::int64_t width = h.shape().back();
+  require(w.shape()[1] == width, op, "weight",
+          "shape " + shape_string(w.shape()) + " does not fit hidden " + shape_string(h.shape()) +
+              " (needs [V, " + std::to_string(width) + "])");
+  Shape logits = h.shape();
+  logits.back() = w.shape()[0];
+  if (dy != nullptr)
+    require(dy->shape() == logits, op, "dy.logits",
+            "shape " + shape_string(dy->shape()) + " (expected the logits' shape " + shape_string(logits) + ")");
+  const std::int64_t rows = numel(Shape(h.shape().begin(), h.shape().end() - 1));
+  return {h, w, dy, rows, width, w.shape()[0], std::move(logits)};
+}
+
 namespace {
 
 enum class Path { kReference, kCandidate };
 
 DType out_dtype(Path path) { return path == Path::kReference ? DType::kF32 : DType::kBF16; }
 
-// hidden as a [rows, H] matrix view (a copy only when its layout cannot be viewed as one).
-struct Hidden {
-  Tensor storage;
-  std::int64_t rows = 0, width = 0;
-};
-
-Hidden hidden_rows(std::string_view op, const Tensor& h, const Tensor& w) {
-  require(h.dim() >= 1, op, "hidden", "needs at least one dimension");
-  const std::int64_t width = h.shape().back();
-  require(w.shape()[1] == width, op, "weight",
-          "shape " + shape_string(w.shape()) + " does not fit hidden " + shape_string(h.shape()) +
-              " (needs [V, " + std::to_string(width) + "])");
-  const std::int64_t rows = numel(Shape(h.shape().begin(), h.shape().end() - 1));
-  if (h.dim() == 2) return {h, rows, width};
-  const Tensor c = h.is_contiguous() ? h : h.contiguous();
-  return {c.view({rows, width}), rows, width};
-}
-
-Shape logits_shape(const Tensor& h, const Tensor& w) {
-  Shape s = h.shape();
-  s.back() = w.shape()[0];
-  return s;
+// A tensor whose last dimension is the width, as a [rows, width] matrix tensor (a copy only when
+// its layout cannot be viewed as one).
+Tensor as_rows(const Tensor& t, std::int64_t rows, std::int64_t width) {
+  if (t.dim() == 2) return t;
+  return (t.is_contiguous() ? t : t.contiguous()).view({rows, width});
 }
 
 gemm::Options options(const OpContext& ctx) { return {ctx.threads, true}; }
 
 Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx, Path path) {
   return guarded(op, [&] {
-    const Tensor& ht = input(in, op, "hidden", DType::kBF16);
-    const Tensor& wt = input(in, op, "weight", DType::kBF16, 2);
-    const Hidden h = hidden_rows(op, ht, wt);
-    Tensor logits = gemm::gemm(gemm::matrix(h.storage), gemm::transposed(gemm::matrix(wt)),
+    const LmHeadInputs x = lm_head_inputs(op, in, false);
+    const Tensor h = as_rows(x.hidden, x.rows, x.width);
+    Tensor logits = gemm::gemm(gemm::matrix(h), gemm::transposed(gemm::matrix(x.weight)),
                                out_dtype(path), gemm::fp32_chunked(), options(ctx));
-    return Tensors{{"logits", logits.view(logits_shape(ht, wt))}};
+    return Tensors{{"logits", logits.view(x.logits_shape)}};
   });
 }
 
 Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx, Path path) {
   return guarded(op, [&] {
-    const Tensor& ht = input(in, op, "hidden", DType::kBF16);
-    const Tensor& wt = input(in, op, "weight", DType::kBF16, 2);
-    const Tensor& dyt = input(in, op, "dy.logits", DType::kBF16);
-    const Hidden h = hidden_rows(op, ht, wt);
-    const Shape want = logits_shape(ht, wt);
-    require(dyt.shape() == want, op, "dy.logits",
-            "shape " + shape_string(dyt.shape()) + " (expected the logits' shape " + shape_string(want) + ")");
-    const Tensor dy2 = dyt.dim() == 2 ? dyt : (dyt.is_contiguous() ? dyt : dyt.contiguous()).view({h.rows, want.back()});
-    const gemm::ConstMatrix hm = gemm::matrix(h.storage), wm = gemm::matrix(wt), g = gemm::matrix(dy2);
+    const LmHeadInputs x = lm_head_inputs(op, in, true);
+    const Tensor h = as_rows(x.hidden, x.rows, x.width);
+    const Tensor dy2 = as_rows(*x.dy, x.rows, x.vocab);
+    const gemm::ConstMatrix hm = gemm::matrix(h), wm = gemm::matrix(x.weight), g = gemm::matrix(dy2);
     Tensor dh = gemm::gemm(g, wm, out_dtype(path), gemm::fp32_chunked(), options(ctx));                   // over V
     Tensor dw = gemm::gemm(gemm::transposed(g), hm, out_dtype(path), gemm::fp32_chunked(), options(ctx));  // over T
-    return Tensors{{"dhidden", dh.view(ht.shape())}, {"dweight", std::move(dw)}};
+    return Tensors{{"dhidden", dh.view(x.hidden.shape())}, {"dweight", std::move(dw)}};
   });
 }
 
@@ -83,6 +82,7 @@ class LmHead final : public Op {
  public:
   LmHead() : Op(*find_op("lm_head")) {}
   std::vector<TensorDecl> outputs() const override { return {{"logits", DType::kBF16}}; }
+  OpWork work(const Tensors& in, bool backward) const override { return projection_work(in, backward, 0); }
   std::vector<TensorDecl> gradients() const override {
     return {{"dhidden", DType::kBF16}, {"dweight", DType::kBF16}};
   }

@@ -69,30 +69,27 @@ float bf16_bits_to_f32(std::uint16_t bits) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
 }
 
-namespace {
-
-struct LogitRows {
-  std::int64_t rows = 0, vocab = 0;
-  std::vector<std::int64_t> targets;
-  std::vector<bool> ignored;
-};
-
-// Checks logits [..., V] against targets [...] and every target against [0, V).
-LogitRows logit_rows(std::string_view op, const Tensor& logits, const Tensor& targets,
-                     const OpContext& ctx, bool honour_ignore_index) {
-  require(logits.dim() >= 1, op, "logits", "needs at least one dimension (the vocabulary)");
+LogitRows check_logit_rows(std::string_view op, const Tensors& in, const OpContext& ctx,
+                           bool honour_ignore_index, bool backward) {
   LogitRows r;
+  r.logits = &input(in, op, "logits", DType::kBF16);
+  r.targets = &input(in, op, "targets", DType::kI64);
+  if (backward) r.dy = &input(in, op, "dy.logp", DType::kF32);
+  const Tensor& logits = *r.logits;
+  const Tensor& targets = *r.targets;
+  // Checks logits [..., V] against targets [...] and every target against [0, V).
+  require(logits.dim() >= 1, op, "logits", "needs at least one dimension (the vocabulary)");
   r.vocab = logits.shape().back();
   require(r.vocab >= 1, op, "logits", "the vocabulary dimension is empty");
   const Shape lead(logits.shape().begin(), logits.shape().end() - 1);
   require(targets.shape() == lead, op, "targets",
           fmt::format("shape {} does not match logits {} without its last dimension",
                       shape_string(targets.shape()), shape_string(logits.shape())));
-  r.targets = to_i64(targets);
-  r.rows = static_cast<std::int64_t>(r.targets.size());
-  r.ignored.assign(r.targets.size(), false);
-  for (std::size_t i = 0; i < r.targets.size(); ++i) {
-    const std::int64_t y = r.targets[i];
+  r.ids = to_i64(targets);
+  r.rows = static_cast<std::int64_t>(r.ids.size());
+  r.ignored.assign(r.ids.size(), false);
+  for (std::size_t i = 0; i < r.ids.size(); ++i) {
+    const std::int64_t y = r.ids[i];
     if (honour_ignore_index && y == ctx.ignore_index) {
       r.ignored[i] = true;
       continue;
@@ -103,8 +100,14 @@ LogitRows logit_rows(std::string_view op, const Tensor& logits, const Tensor& ta
                               y, i, r.vocab, ctx.ignore_index)
                 : fmt::format("target {} at element {} is outside [0, {})", y, i, r.vocab));
   }
+  if (backward)
+    require(r.dy->shape() == targets.shape(), op, "dy.logp",
+            fmt::format("shape {} differs from targets {}", shape_string(r.dy->shape()),
+                        shape_string(targets.shape())));
   return r;
 }
+
+namespace {
 
 // Row r of bf16 logits as float32.
 void load_row(const std::uint16_t* logits, std::int64_t r, std::int64_t vocab, float* row) {
@@ -123,9 +126,8 @@ Result<Tensors> selected_logp_forward(std::string_view op, const Tensors& in,
                                       const OpContext& ctx, LogpPath path,
                                       bool honour_ignore_index) {
   return guarded(op, [&] {
-    const Tensor& logits = input(in, op, "logits", DType::kBF16);
-    const Tensor& targets = input(in, op, "targets", DType::kI64);
-    const LogitRows s = logit_rows(op, logits, targets, ctx, honour_ignore_index);
+    const LogitRows s = check_logit_rows(op, in, ctx, honour_ignore_index, false);
+    const Tensor& logits = *s.logits;
     const Tensor lc = logits.is_contiguous() ? logits : logits.contiguous();
     const auto* px = lc.data<std::uint16_t>();
     std::vector<float> out(static_cast<std::size_t>(s.rows), 0.0f);
@@ -136,10 +138,10 @@ Result<Tensors> selected_logp_forward(std::string_view op, const Tensors& in,
         const auto ri = static_cast<std::size_t>(r);
         if (s.ignored[ri]) continue;  // logp +0
         load_row(px, r, s.vocab, row.data());
-        out[ri] = row[static_cast<std::size_t>(s.targets[ri])] - row_lse(path, row.data(), s.vocab, scratch);
+        out[ri] = row[static_cast<std::size_t>(s.ids[ri])] - row_lse(path, row.data(), s.vocab, scratch);
       }
     });
-    return Tensors{{"logp", f32_tensor(targets.shape(), std::move(out))}};
+    return Tensors{{"logp", f32_tensor(s.targets->shape(), std::move(out))}};
   });
 }
 
@@ -147,14 +149,9 @@ Result<Tensors> selected_logp_backward(std::string_view op, const Tensors& in,
                                        const OpContext& ctx, LogpPath path,
                                        bool honour_ignore_index) {
   return guarded(op, [&] {
-    const Tensor& logits = input(in, op, "logits", DType::kBF16);
-    const Tensor& targets = input(in, op, "targets", DType::kI64);
-    const Tensor& dyt = input(in, op, "dy.logp", DType::kF32);
-    const LogitRows s = logit_rows(op, logits, targets, ctx, honour_ignore_index);
-    require(dyt.shape() == targets.shape(), op, "dy.logp",
-            fmt::format("shape {} differs from targets {}", shape_string(dyt.shape()),
-                        shape_string(targets.shape())));
-    const std::vector<float> dy = to_f32(dyt);
+    const LogitRows s = check_logit_rows(op, in, ctx, honour_ignore_index, true);
+    const Tensor& logits = *s.logits;
+    const std::vector<float> dy = to_f32(*s.dy);
     const Tensor lc = logits.is_contiguous() ? logits : logits.contiguous();
     const auto* px = lc.data<std::uint16_t>();
     // Zero-filled: ignored rows keep an all +0 gradient.
@@ -169,7 +166,7 @@ Result<Tensors> selected_logp_backward(std::string_view op, const Tensors& in,
         if (s.ignored[ri]) continue;
         load_row(px, r, s.vocab, row.data());
         const float lse = row_lse(path, row.data(), s.vocab, scratch);
-        const std::int64_t y = s.targets[ri];
+        const std::int64_t y = s.ids[ri];
         const float d = dy[ri];
         for (std::int64_t i = 0; i < s.vocab; ++i) {
           const float p = std::exp(row[static_cast<std::size_t>(i)] - lse);

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <limits>
 #include <string_view>
+#include <vector>
 
 #include "ws1/op.hpp"
 
@@ -51,6 +52,34 @@ float lse_reference(const float* x, std::int64_t n, float* scratch);
 float bf16_bits_to_f32(std::uint16_t bits);
 
 enum class LogpPath { kReference, kCandidate };
+
+// The checked inputs of logp / batch_invariant_logp, for every backend (the cpu_bf16 candidate,
+// the reference and cuda_bf16 read the same ones): "logits" [..., V] bf16, "targets" [...]
+// int64 (each in [0, V), or ctx.ignore_index when `honour_ignore_index`), and with `backward`
+// "dy.logp" [...] float32. Throws OpInputError naming the op and the tensor.
+struct LogitRows {
+  const Tensor* logits = nullptr;
+  const Tensor* targets = nullptr;
+  const Tensor* dy = nullptr;  // backward only
+  std::int64_t rows = 0, vocab = 0;
+  std::vector<std::int64_t> ids;  // the targets, row-major
+  std::vector<bool> ignored;      // ids[r] == ctx.ignore_index (honour_ignore_index only)
+};
+LogitRows check_logit_rows(std::string_view op, const Tensors& in, const OpContext& ctx,
+                           bool honour_ignore_index, bool backward);
+
+// The checked inputs of linear_logp (lib/ops/linear_logp.cpp), for every backend: "hidden"
+// [..., H] bf16, "weight" [V, H] bf16, "targets" [...] int64 each in [0, V), and with `backward`
+// "dy.logp" [...] float32. Throws OpInputError naming the op and the tensor.
+struct LinearLogpInputs {
+  Tensor hidden;                  // [rows, H] contiguous view of the input
+  const Tensor* weight = nullptr;
+  const Tensor* dy = nullptr;     // backward only
+  Shape lead;                     // hidden's shape without H (= targets' shape)
+  std::int64_t rows = 0, width = 0, vocab = 0;
+  std::vector<std::int64_t> targets;
+};
+LinearLogpInputs check_linear_logp_inputs(std::string_view op, const Tensors& in, bool backward);
 
 // Selected log-softmax of logits rows: inputs "logits" [..., V] bf16 and "targets" [...] int64;
 // output "logp" [...] float32 (both paths: logprob outputs are FP32, spec §2.1, §9.5).

@@ -20,13 +20,6 @@
 namespace ws1::ops {
 namespace {
 
-struct Packing {
-  std::vector<std::int64_t> active;  // flat (b, s) row index of each packed row, in order
-  std::vector<std::int64_t> cu_seqlens;
-  std::int64_t width = 0;            // elements per row (product of the tail)
-  Shape packed_shape;                // [A, *tail]
-};
-
 Packing packing_of(std::string_view op, const Tensors& in, const Shape& x_shape) {
   const Tensor& mt = input(in, op, "mask", DType::kBool);
   const auto r = static_cast<std::size_t>(mt.dim());
@@ -43,6 +36,7 @@ Packing packing_of(std::string_view op, const Tensors& in, const Shape& x_shape)
   p.width = numel(tail);
   const std::int64_t seqs = r == 2 ? mt.shape()[0] : 1;
   const std::int64_t len = mt.shape().back();
+  p.rows = seqs * len;
   p.cu_seqlens.push_back(0);
   for (std::int64_t b = 0; b < seqs; ++b) {
     for (std::int64_t s = 0; s < len; ++s) {
@@ -57,6 +51,23 @@ Packing packing_of(std::string_view op, const Tensors& in, const Shape& x_shape)
   p.packed_shape.insert(p.packed_shape.end(), tail.begin(), tail.end());
   return p;
 }
+
+}  // namespace
+
+PackInputs pack_inputs(std::string_view op, const Tensors& in, bool backward) {
+  PackInputs r;
+  r.x = &input(in, op, "x", DType::kBF16);
+  r.packing = packing_of(op, in, r.x->shape());
+  if (backward) {
+    r.dy = &input(in, op, "dy.packed", DType::kBF16);
+    require(r.dy->shape() == r.packing.packed_shape, op, "dy.packed",
+            fmt::format("shape {} (expected {}: the active rows of x)", shape_string(r.dy->shape()),
+                        shape_string(r.packing.packed_shape)));
+  }
+  return r;
+}
+
+namespace {
 
 // A new tensor of `shape` (rows of `width` elements) filled from the bf16 rows of `src`:
 // gather: out row k = src row rows[k]; scatter: out row rows[k] = src row k. FP32 (exact
@@ -92,10 +103,10 @@ Tensor i64_tensor(const std::vector<std::int64_t>& v) {
 Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx,
                         PointwisePath path) {
   return guarded(op, [&] {
-    const Tensor& x = input(in, op, "x", DType::kBF16);
-    const Packing p = packing_of(op, in, x.shape());
+    const PackInputs r = pack_inputs(op, in, false);
+    const Packing& p = r.packing;
     return Tensors{
-        {"packed", move_rows(x, p.packed_shape, p.width, p.active, true, path, ctx.threads)},
+        {"packed", move_rows(*r.x, p.packed_shape, p.width, p.active, true, path, ctx.threads)},
         {"cu_seqlens", i64_tensor(p.cu_seqlens)}};
   });
 }
@@ -103,13 +114,10 @@ Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext&
 Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx,
                          PointwisePath path) {
   return guarded(op, [&] {
-    const Tensor& x = input(in, op, "x", DType::kBF16);
-    const Packing p = packing_of(op, in, x.shape());
-    const Tensor& dy = input(in, op, "dy.packed", DType::kBF16);
-    require(dy.shape() == p.packed_shape, op, "dy.packed",
-            fmt::format("shape {} (expected {}: the active rows of x)", shape_string(dy.shape()),
-                        shape_string(p.packed_shape)));
-    return Tensors{{"dx", move_rows(dy, x.shape(), p.width, p.active, false, path, ctx.threads)}};
+    const PackInputs r = pack_inputs(op, in, true);
+    const Packing& p = r.packing;
+    return Tensors{
+        {"dx", move_rows(*r.dy, r.x->shape(), p.width, p.active, false, path, ctx.threads)}};
   });
 }
 

@@ -11,13 +11,22 @@
 //
 // What qk_norm adds: when the run knows head_dim (OpContext::head_dim > 0), x's last
 // dimension must equal it, so a flattened [T, Hq*D] input cannot be normalised over the
-// whole hidden width by mistake.
+// whole hidden width by mistake (check_qk_norm_head_dim, shared with cuda_bf16).
 #include <fmt/format.h>
 
 #include "op_support.hpp"
 #include "rms_norm.hpp"
 
 namespace ws1::ops {
+
+void check_qk_norm_head_dim(std::string_view op, const Tensors& in, const OpContext& ctx) {
+  const Tensor& x = input(in, op, "x", DType::kBF16);
+  require(x.dim() >= 1, op, "x", "needs at least one dimension (head_dim)");
+  require(ctx.head_dim <= 0 || x.shape().back() == ctx.head_dim, op, "x",
+          fmt::format("shape {}: last dimension is not head_dim {}", shape_string(x.shape()),
+                      ctx.head_dim));
+}
+
 namespace {
 
 using NormFn = Result<Tensors> (*)(std::string_view, const Tensors&, const OpContext&, NormPath);
@@ -25,11 +34,7 @@ using NormFn = Result<Tensors> (*)(std::string_view, const Tensors&, const OpCon
 Result<Tensors> per_head(NormFn fn, std::string_view op, const Tensors& in, const OpContext& ctx,
                          NormPath path) {
   auto checked = guarded(op, [&] {
-    const Tensor& x = input(in, op, "x", DType::kBF16);
-    require(x.dim() >= 1, op, "x", "needs at least one dimension (head_dim)");
-    require(ctx.head_dim <= 0 || x.shape().back() == ctx.head_dim, op, "x",
-            fmt::format("shape {}: last dimension is not head_dim {}", shape_string(x.shape()),
-                        ctx.head_dim));
+    check_qk_norm_head_dim(op, in, ctx);
     return Tensors{};
   });
   if (!checked) return checked;

@@ -21,19 +21,6 @@
 namespace ws1::ops {
 namespace {
 
-struct Rows {
-  std::int64_t rows = 0, width = 0;
-};
-
-Rows shape_of(std::string_view op, const Tensor& x, const Tensor& w) {
-  require(x.dim() >= 1, op, "x", "needs at least one dimension");
-  const std::int64_t width = x.shape().back();
-  require(w.dim() == 1 && w.shape()[0] == width, op, "weight",
-          "shape " + shape_string(w.shape()) + " does not match x's last dimension " +
-              std::to_string(width));
-  return {width == 0 ? 0 : x.numel() / width, width};
-}
-
 float row_rstd(const float* x, std::int64_t width, float eps) {
   const float mean = chunked_sum_squares(x, width) / static_cast<float>(width);
   return 1.0f / std::sqrt(mean + eps);
@@ -54,12 +41,26 @@ float dot_chunked(const float* a, const float* b, std::int64_t n) {
 
 }  // namespace
 
+NormInputs check_norm_inputs(std::string_view op, const Tensors& in, bool backward) {
+  NormInputs s;
+  s.x = &input(in, op, "x", DType::kBF16);
+  s.weight = &input(in, op, "weight", DType::kBF16, 1);
+  if (backward) s.dy = &input(in, op, "dy.y", DType::kBF16);
+  require(s.x->dim() >= 1, op, "x", "needs at least one dimension");
+  s.width = s.x->shape().back();
+  require(s.weight->shape()[0] == s.width, op, "weight",
+          "shape " + shape_string(s.weight->shape()) + " does not match x's last dimension " +
+              std::to_string(s.width));
+  if (backward) require(s.dy->shape() == s.x->shape(), op, "dy.y", "shape differs from x");
+  s.rows = s.width == 0 ? 0 : s.x->numel() / s.width;
+  return s;
+}
+
 Result<Tensors> rms_norm_forward(std::string_view op, const Tensors& in, const OpContext& ctx,
                                  NormPath path) {
   return guarded(op, [&] {
-    const Tensor& xt = input(in, op, "x", DType::kBF16);
-    const Tensor& wt = input(in, op, "weight", DType::kBF16, 1);
-    const Rows s = shape_of(op, xt, wt);
+    const NormInputs s = check_norm_inputs(op, in, false);
+    const Tensor &xt = *s.x, &wt = *s.weight;
     const std::vector<float> x = to_f32(xt), w = to_f32(wt);
     const float eps = static_cast<float>(ctx.rms_norm_eps);
     const bool hf = ctx.rms_norm_order == RmsNormOrder::kHf;
@@ -86,11 +87,8 @@ Result<Tensors> rms_norm_forward(std::string_view op, const Tensors& in, const O
 Result<Tensors> rms_norm_backward(std::string_view op, const Tensors& in, const OpContext& ctx,
                                   NormPath path) {
   return guarded(op, [&] {
-    const Tensor& xt = input(in, op, "x", DType::kBF16);
-    const Tensor& wt = input(in, op, "weight", DType::kBF16, 1);
-    const Tensor& dyt = input(in, op, "dy.y", DType::kBF16);
-    const Rows s = shape_of(op, xt, wt);
-    require(dyt.shape() == xt.shape(), op, "dy.y", "shape differs from x");
+    const NormInputs s = check_norm_inputs(op, in, true);
+    const Tensor &xt = *s.x, &wt = *s.weight, &dyt = *s.dy;
     const std::vector<float> x = to_f32(xt), w = to_f32(wt), dy = to_f32(dyt);
     const float eps = static_cast<float>(ctx.rms_norm_eps);
     const float inv_width = 1.0f / static_cast<float>(s.width);

@@ -35,23 +35,9 @@ namespace {
 
 constexpr std::int64_t kPositionLimit = std::int64_t{1} << 29;
 
-// Where each D-wide row of a tensor of x's layout takes its position from.
-struct Layout {
-  std::int64_t rows = 0, dim = 0;
-  std::int64_t heads = 0, seq = 0;  // head-major: H and S
-  bool token_major = false;
-  bool batched_positions = false;   // head-major with positions [B, S]
-
-  std::int64_t slot(std::int64_t row) const {
-    if (token_major) return row / heads;  // row = t*H + h
-    const std::int64_t s = row % seq;     // row = (b*H + h)*S + s
-    return batched_positions ? (row / (heads * seq)) * seq + s : s;
-  }
-};
-
-Layout layout_of(std::string_view op, std::string_view name, const Tensor& x, const Tensor& pos,
-                 const OpContext& ctx) {
-  Layout l;
+RopeLayout layout_of(std::string_view op, std::string_view name, const Tensor& x, const Tensor& pos,
+                     const OpContext& ctx) {
+  RopeLayout l;
   require(x.dim() == 3 || x.dim() == 4, op, name,
           fmt::format("shape {} (expected [T, H, D] or [B, H, S, D])", shape_string(x.shape())));
   l.dim = x.shape().back();
@@ -81,35 +67,54 @@ Layout layout_of(std::string_view op, std::string_view name, const Tensor& x, co
   return l;
 }
 
+}  // namespace
+
+RopeInputs rope_inputs(std::string_view op, const Tensors& in, const OpContext& ctx,
+                       bool backward) {
+  const std::string_view src = backward ? "dy.y" : "x";
+  const Tensor& pos = input(in, op, "positions", DType::kI64);
+  RopeInputs r;
+  r.v = &input(in, op, src, DType::kBF16);
+  r.layout = layout_of(op, src, *r.v, pos, ctx);
+  if (const Tensor* x = find_tensor(in, "x"); x != nullptr && backward)
+    require(x->shape() == r.v->shape(), op, src,
+            fmt::format("shape {} differs from x {}", shape_string(r.v->shape()),
+                        shape_string(x->shape())));
+  require(std::isfinite(ctx.rope_theta) && ctx.rope_theta > 1.0, op, "rope_theta",
+          fmt::format("{} is not a finite value above 1", ctx.rope_theta));
+  const std::int64_t dim = r.layout.dim, half = dim / 2;
+  r.inv_freq.resize(static_cast<std::size_t>(half));
+  for (std::int64_t i = 0; i < half; ++i)
+    r.inv_freq[static_cast<std::size_t>(i)] = static_cast<float>(
+        1.0 / std::pow(ctx.rope_theta, static_cast<double>(2 * i) / static_cast<double>(dim)));
+  r.positions = to_i64(pos);
+  for (std::size_t k = 0; k < r.positions.size(); ++k) {
+    const std::int64_t p = r.positions[k];
+    require(p >= 0 && p < kPositionLimit, op, "positions",
+            fmt::format("positions[{}] = {} is outside [0, 2^29)", k, p));
+  }
+  return r;
+}
+
+namespace {
+
 // cos and sin per (position slot, i < D/2), float32 (see the header comment).
 struct Table {
   std::int64_t half = 0;
   std::vector<float> cos, sin;
 };
 
-Table make_table(std::string_view op, const std::vector<std::int64_t>& positions, std::int64_t dim,
-                 const OpContext& ctx) {
-  require(std::isfinite(ctx.rope_theta) && ctx.rope_theta > 1.0, op, "rope_theta",
-          fmt::format("{} is not a finite value above 1", ctx.rope_theta));
+Table make_table(const RopeInputs& r, unsigned threads) {
   Table t;
-  t.half = dim / 2;
-  std::vector<float> inv_freq(static_cast<std::size_t>(t.half));
-  for (std::int64_t i = 0; i < t.half; ++i)
-    inv_freq[static_cast<std::size_t>(i)] = static_cast<float>(
-        1.0 / std::pow(ctx.rope_theta, static_cast<double>(2 * i) / static_cast<double>(dim)));
-  const auto n = static_cast<std::int64_t>(positions.size());
-  for (std::int64_t k = 0; k < n; ++k) {
-    const std::int64_t p = positions[static_cast<std::size_t>(k)];
-    require(p >= 0 && p < kPositionLimit, op, "positions",
-            fmt::format("positions[{}] = {} is outside [0, 2^29)", k, p));
-  }
+  t.half = r.layout.dim / 2;
+  const auto n = static_cast<std::int64_t>(r.positions.size());
   t.cos.resize(static_cast<std::size_t>(n * t.half));
   t.sin.resize(t.cos.size());
-  parallel_for(n, ctx.threads, [&](std::int64_t b, std::int64_t e) {
+  parallel_for(n, threads, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t k = b; k < e; ++k)
       for (std::int64_t i = 0; i < t.half; ++i) {
-        const double angle = static_cast<double>(positions[static_cast<std::size_t>(k)]) *
-                             static_cast<double>(inv_freq[static_cast<std::size_t>(i)]);
+        const double angle = static_cast<double>(r.positions[static_cast<std::size_t>(k)]) *
+                             static_cast<double>(r.inv_freq[static_cast<std::size_t>(i)]);
         const auto at = static_cast<std::size_t>(k * t.half + i);
         t.cos[at] = static_cast<float>(std::cos(angle));
         t.sin[at] = static_cast<float>(std::sin(angle));
@@ -119,7 +124,7 @@ Table make_table(std::string_view op, const std::vector<std::int64_t>& positions
 }
 
 // Rotates every row of `v` by its position's angles (sign +1) or back (sign -1).
-Tensor rotate(const Tensor& vt, const Layout& l, const Table& t, float sign, PointwisePath path,
+Tensor rotate(const Tensor& vt, const RopeLayout& l, const Table& t, float sign, PointwisePath path,
               unsigned threads) {
   const std::vector<float> v = to_f32(vt);
   Tensor out(path == PointwisePath::kReference ? DType::kF32 : DType::kBF16, vt.shape());
@@ -148,29 +153,25 @@ Tensor rotate(const Tensor& vt, const Layout& l, const Table& t, float sign, Poi
   return out;
 }
 
+// Forward rotates x by +angle into y; backward rotates dy.y by -angle into dx.
 Result<Tensors> run(std::string_view op, const Tensors& in, const OpContext& ctx,
-                    PointwisePath path, std::string_view src, std::string_view dst, float sign) {
+                    PointwisePath path, bool backward) {
   return guarded(op, [&] {
-    const Tensor& pos = input(in, op, "positions", DType::kI64);
-    const Tensor& v = input(in, op, src, DType::kBF16);
-    const Layout l = layout_of(op, src, v, pos, ctx);
-    if (const Tensor* x = find_tensor(in, "x"); x != nullptr && src != "x")
-      require(x->shape() == v.shape(), op, src,
-              fmt::format("shape {} differs from x {}", shape_string(v.shape()),
-                          shape_string(x->shape())));
-    const Table t = make_table(op, to_i64(pos), l.dim, ctx);
-    return Tensors{{std::string(dst), rotate(v, l, t, sign, path, ctx.threads)}};
+    const RopeInputs r = rope_inputs(op, in, ctx, backward);
+    const Table t = make_table(r, ctx.threads);
+    return Tensors{{backward ? "dx" : "y",
+                    rotate(*r.v, r.layout, t, backward ? -1.0f : 1.0f, path, ctx.threads)}};
   });
 }
 
 Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx,
                         PointwisePath path) {
-  return run(op, in, ctx, path, "x", "y", 1.0f);
+  return run(op, in, ctx, path, false);
 }
 
 Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx,
                          PointwisePath path) {
-  return run(op, in, ctx, path, "dy.y", "dx", -1.0f);
+  return run(op, in, ctx, path, true);
 }
 
 }  // namespace

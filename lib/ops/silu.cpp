@@ -17,7 +17,7 @@ namespace {
 Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx,
                         PointwisePath path) {
   return guarded(op, [&] {
-    const Tensor& xt = input(in, op, "x", DType::kBF16);
+    const Tensor& xt = *pointwise_inputs<1>(op, in, {"x"})[0];
     const std::vector<float> x = to_f32(xt);
     return Tensors{{"y", map_elements(xt.shape(), path, ctx.threads, [&](std::int64_t i) {
                       const float xi = x[static_cast<std::size_t>(i)];
@@ -29,8 +29,8 @@ Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext&
 Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx,
                          PointwisePath path) {
   return guarded(op, [&] {
-    const Tensor& xt = input(in, op, "x", DType::kBF16);
-    const Tensor& dyt = input_like(in, op, "dy.y", xt.shape());
+    const auto [xp, dyp] = pointwise_inputs<2>(op, in, {"x", "dy.y"});
+    const Tensor &xt = *xp, &dyt = *dyp;
     const std::vector<float> x = to_f32(xt), dy = to_f32(dyt);
     return Tensors{{"dx", map_elements(xt.shape(), path, ctx.threads, [&](std::int64_t i) {
                       const auto k = static_cast<std::size_t>(i);

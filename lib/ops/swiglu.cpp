@@ -18,8 +18,8 @@ namespace {
 Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx,
                         PointwisePath path) {
   return guarded(op, [&] {
-    const Tensor& gt = input(in, op, "gate", DType::kBF16);
-    const Tensor& ut = input_like(in, op, "up", gt.shape());
+    const auto [gp, up] = pointwise_inputs<2>(op, in, {"gate", "up"});
+    const Tensor &gt = *gp, &ut = *up;
     const std::vector<float> g = to_f32(gt), u = to_f32(ut);
     return Tensors{{"y", map_elements(gt.shape(), path, ctx.threads, [&](std::int64_t i) {
                       const auto k = static_cast<std::size_t>(i);
@@ -31,9 +31,8 @@ Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext&
 Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx,
                          PointwisePath path) {
   return guarded(op, [&] {
-    const Tensor& gt = input(in, op, "gate", DType::kBF16);
-    const Tensor& ut = input_like(in, op, "up", gt.shape());
-    const Tensor& dyt = input_like(in, op, "dy.y", gt.shape());
+    const auto [gp, up, dyp] = pointwise_inputs<3>(op, in, {"gate", "up", "dy.y"});
+    const Tensor &gt = *gp, &ut = *up, &dyt = *dyp;
     const std::vector<float> g = to_f32(gt), u = to_f32(ut), dy = to_f32(dyt);
     Tensor dgate = map_elements(gt.shape(), path, ctx.threads, [&](std::int64_t i) {
       const auto k = static_cast<std::size_t>(i);

@@ -42,14 +42,6 @@ class CliBasics(unittest.TestCase):
             rc, out, err = run(*args)
             self.assertEqual(rc, 2, args)
 
-    def test_pending_subcommands_exit_2_without_output(self):
-        for sub in ("parity",):
-            rc, out, err = run(sub)
-            self.assertEqual(rc, 2, sub)
-            self.assertEqual(out, "", sub)
-            self.assertIn("not built yet", err)
-            self.assertEqual(len(err.strip().splitlines()), 1, err)
-
     def test_ops_lists_13(self):
         rc, out, _ = run("ops")
         self.assertEqual(rc, 0)

@@ -26,6 +26,7 @@ TEST_CASE("accuracy: every cell of the workload on cuda_bf16", "[gpu][accuracy]"
   RunContext run = test::cuda_run_context(w);
   FixtureGenerator gen;
   std::set<std::string> red;
+  std::string reasons;  // printed with the verdict check, so a failing run says why
   int cells = 0;
   for (const FixtureSpec& spec : w.catalogue) {
     if (spec.tier == Tier::kInvariance) continue;
@@ -38,12 +39,12 @@ TEST_CASE("accuracy: every cell of the workload on cuda_bf16", "[gpu][accuracy]"
       REQUIRE(cell.ok());
       ++cells;
       if (cell->verdict == Verdict::kRed) {
-        UNSCOPED_INFO("red: " << cell->id << ": " << cell->reason);
+        reasons += "\nred: " + cell->id + ": " + cell->reason;
         red.insert(cell->id.substr(cell->id.find('/') + 1));  // without the backend
       }
     }
   }
-  INFO(name << ": " << cells << " cells");
+  INFO(name << ": " << cells << " cells" << reasons);
   CHECK(cells > 0);
   CHECK(red == test::known_red(name));
 }

@@ -65,6 +65,25 @@ struct KSplit {
   std::string lhs, rhs, out;
 };
 
+// The arithmetic of one call, for `ws1check bench`'s roofline (docs/performance.md): the matrix
+// products it contains (2mnk FLOPs each; the bench times cuBLAS on the same shapes for the
+// ratio) and any further FLOPs the op counts (attention's causal score and value products).
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0;
+};
+struct OpWork {
+  std::vector<GemmShape> gemms;
+  double other_flops = 0.0;
+  // The fewest bytes a call must move through device memory; 0: every input read once and
+  // every output written once (ops that read a tensor sparsely, like embedding's table, say).
+  double bytes = 0.0;
+  double flops() const {
+    double f = other_flops;
+    for (const auto& g : gemms) f += 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+    return f;
+  }
+};
+
 class Op {
  public:
   virtual ~Op() = default;
@@ -78,6 +97,14 @@ class Op {
   virtual std::vector<TensorDecl> gradients() const = 0;
   virtual TokenLayout token_layout() const { return TokenLayout::kRows; }
   virtual std::optional<KSplit> k_split() const { return std::nullopt; }
+  // Matrix work of a call on `in` (forward, or backward when `backward`); {} for ops that are
+  // bandwidth-bound by nature. Shapes are read from `in`, which the op has not validated yet:
+  // return {} for tensors it would refuse.
+  virtual OpWork work(const Tensors& in, bool backward) const {
+    (void)in;
+    (void)backward;
+    return {};
+  }
 
   // FP32 reference: same inputs upcast, original definition in FP32, FP32 outputs.
   virtual Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const = 0;

@@ -1,0 +1,223 @@
+// `ws1check bench --op OP|all`: the cuda_bf16 kernels timed on the device (median of many runs
+// after warm-up, L2 flushed between runs, host copies excluded), next to two ceilings measured
+// in the same run: device copy bandwidth and cuBLAS bf16 GEMM on the same shapes
+// (docs/performance.md). Inputs are the workload's primary/normal fixtures (default: the
+// 8192-token bench workload), generated but not judged.
+#include <fmt/core.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "gpu_environment.hpp"
+#include "workload_context.hpp"
+#include "ws1/evidence.hpp"
+#include "ws1/fixture.hpp"
+#include "ws1/op.hpp"
+#include "ws1/runner.hpp"
+#include "ws1_build_config.h"
+#if WS1_HAVE_CUDA
+#include "ws1cuda/bench.hpp"
+#include "ws1cuda/cuda_backend.hpp"
+#endif
+
+namespace ws1cli {
+namespace {
+
+struct BenchOptions {
+  std::string op = "all";
+  std::string direction = "both";
+  std::string workload;
+  std::string out;
+  std::string contract;
+  int reps = 50;
+  int warmup = 5;
+  bool no_flush = false;
+};
+
+#if WS1_HAVE_CUDA
+
+struct Row {
+  std::string op, direction, region;
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  double bytes = 0, flops = 0;
+  double cublas_ms = -1;  // same GEMM shapes through cuBLAS; < 0: not GEMM-shaped
+};
+
+double tensor_bytes(const ws1::Tensors& ts, bool seeds) {
+  double b = 0;
+  for (const auto& t : ts)
+    if (seeds || t.name.rfind("dy.", 0) != 0) b += static_cast<double>(t.tensor.nbytes());
+  return b;
+}
+
+// The primary/normal fixture of `op` (the one whose shapes the bench workload scales).
+const ws1::FixtureSpec* bench_fixture(const WorkloadContext& w, std::string_view op) {
+  for (const auto& s : w.catalogue)
+    if (s.op == op && s.tier == ws1::Tier::kPrimary && s.distribution == ws1::Distribution::kNormal)
+      return &s;
+  return nullptr;
+}
+
+ws1::Result<std::vector<Row>> bench_op(ws1::Backend& backend, const ws1::Op& op, const WorkloadContext& w,
+                                       ws1::FixtureGenerator& gen, const ws1::OpContext& ctx,
+                                       const BenchOptions& o, const ws1cuda::BenchSettings& settings) {
+  std::vector<Row> rows;
+  const ws1::FixtureSpec* spec = bench_fixture(w, op.name());
+  if (spec == nullptr) return rows;
+  auto fx = gen.generate(*spec);
+  if (!fx) return fx.error();
+  const ws1::Tensors& in = fx->tensors;
+  for (bool backward : {false, true}) {
+    if (backward && (op.gradients().empty() || o.direction == "fwd")) continue;
+    if (!backward && o.direction == "bwd") continue;
+    std::vector<ws1cuda::RegionTiming> timings;
+    ws1::Result<ws1::Tensors> out = ws1::Tensors{};
+    {
+      ws1cuda::BenchScope scope(settings);
+      out = backward ? backend.backward(op, in, ctx) : backend.forward(op, in, ctx);
+      timings = scope.take();
+    }
+    if (!out) return out.error();
+    Row r;
+    r.op = std::string(op.name());
+    r.direction = backward ? "bwd" : "fwd";
+    for (const auto& t : timings) {
+      r.region += (r.region.empty() ? "" : "+") + t.region;
+      r.median_ms += t.median_ms();
+      r.min_ms += t.min_ms();
+      r.max_ms += t.max_ms();
+    }
+    const ws1::OpWork work = op.work(in, backward);
+    r.bytes = work.bytes > 0 ? work.bytes : tensor_bytes(in, backward) + tensor_bytes(*out, true);
+    r.flops = work.flops();
+    if (!work.gemms.empty()) {
+      r.cublas_ms = 0;
+      for (const auto& g : work.gemms) {
+        const ws1cuda::Ceiling c = ws1cuda::measure_cublas_bf16_gemm(static_cast<int>(g.m), static_cast<int>(g.n),
+                                                                     static_cast<int>(g.k), settings);
+        if (c.value < 0) return ws1::environment_error("cuBLAS", c.error);
+        r.cublas_ms += c.median_ms;
+      }
+    }
+    if (timings.empty())
+      spdlog::warn("{} {}: no timed launch region (kernels not wrapped in launch_region)", r.op, r.direction);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+int run_bench(const BenchOptions& o) {
+  ws1::Evidence e = ws1::begin_evidence(cli_argv());
+  if (!fill_gpu_environment(e.environment))
+    return report(ws1::Error{"bench", "", "needs a CUDA device: " + e.environment.gpu_absent_reason,
+                             ws1::ExitCode::kEnvironment});
+  auto w = WorkloadContext::load(o.workload.empty() ? shipped_file("fixtures/ws1-bench-8k.json").string() : o.workload,
+                                 false);
+  if (!w) return report(w.error());
+  std::vector<const ws1::Op*> ops;
+  if (o.op == "all") {
+    for (const ws1::Op* op : ws1::all_ops()) ops.push_back(op);
+  } else if (const ws1::Op* op = ws1::find_op_impl(o.op)) {
+    ops.push_back(op);
+  } else {
+    return report(ws1::bad_input("--op", o.op, "unknown op"));
+  }
+  auto backend = ws1cuda::make_cuda_bf16_backend();
+  if (!backend) return report(backend.error());
+  const ws1cuda::BenchSettings settings{o.warmup, o.reps, !o.no_flush};
+  // Op settings as a judged run makes them (model config + the contract's declarations); the
+  // bench judges nothing, so no fixture lock takes part.
+  auto contract = ws1::load_contract(o.contract.empty() ? default_contract() : o.contract);
+  if (!contract) return report(contract.error());
+  const ws1::FixtureLock no_lock;
+  const ws1::OpContext ctx =
+      ws1::make_run_context(*contract, w->manifest, no_lock, "cuda_bf16", 0).op_context;
+
+  const ws1cuda::Ceiling copy = ws1cuda::measure_copy_bandwidth(std::size_t{1} << 30, settings);
+  if (copy.value < 0) return report(ws1::environment_error("copy bandwidth", copy.error));
+  const ws1cuda::Ceiling peak = ws1cuda::measure_cublas_bf16_gemm(8192, 8192, 8192, settings);
+  if (peak.value < 0) return report(ws1::environment_error("cuBLAS", peak.error));
+
+  ws1::FixtureGenerator gen;
+  std::vector<Row> rows;
+  for (const ws1::Op* op : ops) {
+    spdlog::info("bench {}", op->name());
+    auto r = bench_op(**backend, *op, *w, gen, ctx, o, settings);
+    if (!r) return report(r.error());
+    rows.insert(rows.end(), r->begin(), r->end());
+  }
+
+  fmt::print("{} | copy {:.2f} TB/s (1 GiB D2D, read+write) | cuBLAS bf16 GEMM 8192^3 {:.0f} TFLOP/s | "
+             "median of {} runs after {} warm-up{}\n",
+             e.environment.gpu->name, copy.value, peak.value, o.reps, o.warmup,
+             o.no_flush ? "" : ", L2 flushed");
+  fmt::print("{:<22}{:<5}{:>10}{:>10}{:>9}{:>8}{:>10}{:>8}{:>12}\n", "op", "dir", "median ms", "GB", "TB/s",
+             "%copy", "TFLOP/s", "%peak", "x cuBLAS");
+  nlohmann::json j;
+  j["schema"] = "ws1-bench-v1";
+  j["tool"] = {{"version", e.tool.version}, {"source_commit", e.tool.source_commit},
+               {"source_dirty", e.tool.source_dirty.value_or(true)}};
+  j["gpu"] = {{"name", e.environment.gpu->name}, {"sm_count", e.environment.gpu->sm_count},
+              {"driver", e.environment.gpu->driver_version}, {"runtime", e.environment.gpu->cuda_runtime_version},
+              {"cublas", e.environment.gpu->cublas_version}};
+  j["workload"] = w->manifest.file;
+  j["settings"] = {{"reps", o.reps}, {"warmup", o.warmup}, {"flush_l2", !o.no_flush}};
+  j["ceilings"] = {{"copy_tbps", copy.value}, {"cublas_bf16_gemm_8192_tflops", peak.value}};
+  j["rows"] = nlohmann::json::array();
+  for (const Row& r : rows) {
+    const double s = r.median_ms * 1e-3;
+    const double tbps = r.bytes / s / 1e12, tflops = r.flops / s / 1e12;
+    const double ratio = r.cublas_ms > 0 ? r.cublas_ms / r.median_ms : 0.0;
+    fmt::print("{:<22}{:<5}{:>10.4f}{:>10.3f}{:>9.2f}{:>7.1f}%{:>10}{:>8}{:>12}\n", r.op, r.direction, r.median_ms,
+               r.bytes / 1e9, tbps, 100.0 * tbps / copy.value,
+               r.flops > 0 ? fmt::format("{:.1f}", tflops) : "-",
+               r.flops > 0 ? fmt::format("{:.1f}%", 100.0 * tflops / peak.value) : "-",
+               r.cublas_ms > 0 ? fmt::format("{:.2f}", ratio) : "-");
+    j["rows"].push_back({{"op", r.op}, {"direction", r.direction}, {"regions", r.region},
+                         {"median_ms", r.median_ms}, {"min_ms", r.min_ms}, {"max_ms", r.max_ms},
+                         {"bytes", r.bytes}, {"flops", r.flops}, {"tbps", tbps},
+                         {"pct_copy", 100.0 * tbps / copy.value},
+                         {"tflops", r.flops > 0 ? tflops : 0.0},
+                         {"cublas_same_shapes_ms", r.cublas_ms > 0 ? r.cublas_ms : 0.0},
+                         {"ratio_to_cublas", ratio}});
+  }
+  if (!o.out.empty()) {
+    auto st = ws1::write_file_atomic(std::filesystem::path(o.out) / "bench-cuda_bf16.json", j.dump(2) + "\n");
+    if (!st) return report(st.error());
+  }
+  return 0;
+}
+
+#endif
+
+}  // namespace
+
+Command register_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* sub = app.add_subcommand("bench", "time the cuda_bf16 kernels against copy bandwidth and cuBLAS");
+  sub->add_option("--op", o->op, "an op of the catalogue, or all")->default_str("all");
+  sub->add_option("--direction", o->direction, "fwd | bwd | both")
+      ->check(CLI::IsMember({"fwd", "bwd", "both"}))->default_str("both");
+  sub->add_option("--workload", o->workload, "workload whose primary/normal fixtures are timed")
+      ->default_str("fixtures/ws1-bench-8k.json");
+  sub->add_option("--reps", o->reps, "timed runs per kernel region")->check(CLI::Range(1, 100000))->default_str("50");
+  sub->add_option("--warmup", o->warmup, "untimed runs first")->check(CLI::Range(0, 1000))->default_str("5");
+  sub->add_option("--contract", o->contract, "contract whose declarations set the op settings")
+      ->default_str(default_contract());
+  sub->add_flag("--no-flush", o->no_flush, "do not flush L2 between timed runs");
+  sub->add_option("--out", o->out, "directory for bench-cuda_bf16.json");
+  return {sub, [o] {
+#if WS1_HAVE_CUDA
+            return run_bench(*o);
+#else
+            return report(ws1::Error{"bench", "", "needs a build with CUDA (this one has none)",
+                                     ws1::ExitCode::kEnvironment});
+#endif
+          }};
+}
+
+}  // namespace ws1cli

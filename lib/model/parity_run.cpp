@@ -1,0 +1,129 @@
+// Runs the parity protocol: per sequence, the candidate's teacher forcing and rollout decode
+// (one sequence at a time, or all sequences of a logit scale as one batched decode), and the FP32
+// reference chain's teacher forcing; with --strict, both candidate paths traced node by node and
+// the earliest bitwise drift kept.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "ws1/parity.hpp"
+
+namespace ws1 {
+namespace {
+
+// (layer, node) order of two drifts: the earlier one in execution order.
+bool earlier(const FirstDrift& a, const FirstDrift& b) {
+  if (a.layer != b.layer) return a.layer < b.layer;
+  return static_cast<int>(a.node) < static_cast<int>(b.node);
+}
+
+struct SequenceResult {
+  std::vector<float> teacher_forcing, rollout, reference;
+  Trace lhs_trace, rhs_trace;
+};
+
+Error candidate_error(const Error& e, const std::string& path) {
+  Error out = e;
+  out.where = path + ": " + out.where;
+  return out;
+}
+
+// The sequences of `fixture` with logit scale `scale`, in fixture order.
+std::vector<std::size_t> with_scale(const ParityFixture& fixture, double scale) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < fixture.sequences.size(); ++i)
+    if (fixture.sequences[i].logit_scale == scale) out.push_back(i);
+  return out;
+}
+
+// Rollout decode of the group, batched or one sequence at a time, into results[i].rollout.
+Status rollout(Chain& chain, const ParityFixture& f, const std::vector<std::size_t>& group, bool batched,
+               bool strict, std::vector<SequenceResult>& results) {
+  if (!batched) {
+    for (std::size_t i : group) {
+      const ParitySequence& s = f.sequences[i];
+      auto r = chain.rollout_decode(s.tokens, s.prompt_len, strict ? &results[i].rhs_trace : nullptr);
+      if (!r) return candidate_error(r.error(), "rollout decode, " + s.id);
+      results[i].rollout = std::move(r).value();
+    }
+    return {};
+  }
+  std::vector<std::vector<std::int64_t>> tokens;
+  std::vector<std::int64_t> prompts;
+  std::vector<Trace*> traces;
+  for (std::size_t i : group) {
+    tokens.push_back(f.sequences[i].tokens);
+    prompts.push_back(f.sequences[i].prompt_len);
+    traces.push_back(strict ? &results[i].rhs_trace : nullptr);
+  }
+  auto r = chain.rollout_decode_batched(tokens, prompts, traces);
+  if (!r) return candidate_error(r.error(), fmt::format("batched rollout decode of {} sequences", group.size()));
+  for (std::size_t k = 0; k < group.size(); ++k) results[group[k]].rollout = std::move((*r)[k]);
+  return {};
+}
+
+}  // namespace
+
+Result<ParityRun> run_parity(const ModelWeights& base, Backend& backend, const OpContext& ctx,
+                             const ParityFixture& fixture, const ParityOptions& options) {
+  ParityRun run;
+  run.strict = options.strict;
+  run.batched_decode = options.batched_decode;
+  std::vector<SequenceResult> results(fixture.sequences.size());
+  std::vector<double> scales;
+  for (const ParitySequence& s : fixture.sequences)
+    if (std::find(scales.begin(), scales.end(), s.logit_scale) == scales.end()) scales.push_back(s.logit_scale);
+  for (double scale : scales) {
+    auto weights = with_logit_scale(base, scale);
+    if (!weights) return weights.error();
+    const std::vector<std::size_t> group = with_scale(fixture, scale);
+    Chain candidate(*weights, backend, ctx);
+    for (std::size_t i : group) {
+      const ParitySequence& s = fixture.sequences[i];
+      auto tf = candidate.teacher_forcing(s.tokens, options.strict ? &results[i].lhs_trace : nullptr);
+      if (!tf) {
+        run.candidate_failure = candidate_error(tf.error(), "teacher forcing, " + s.id);
+        return run;
+      }
+      results[i].teacher_forcing = std::move(tf).value();
+    }
+    if (Status st = rollout(candidate, fixture, group, options.batched_decode, options.strict, results); !st) {
+      run.candidate_failure = st.error();
+      return run;
+    }
+    if (options.reference) {
+      Chain reference = Chain::reference(*weights, ctx);
+      for (std::size_t i : group) {
+        auto r = reference.teacher_forcing(fixture.sequences[i].tokens);
+        if (!r) return r.error();
+        results[i].reference = std::move(r).value();
+      }
+    }
+  }
+  for (std::size_t si = 0; si < fixture.sequences.size(); ++si) {
+    const ParitySequence& seq = fixture.sequences[si];
+    SequenceResult& r = results[si];
+    if (options.strict)
+      if (auto drift = first_drift(r.lhs_trace, r.rhs_trace); drift && (!run.drift || earlier(*drift, *run.drift))) {
+        run.drift = drift;
+        run.drift_sequence = seq.id;
+      }
+    // Teacher forcing scores rows [0, L-1); the completion tokens are rows [P-1, L-1).
+    const auto p = static_cast<std::size_t>(seq.prompt_len);
+    for (std::size_t k = 0; k < r.rollout.size(); ++k) {
+      TokenLogp t;
+      t.sequence = static_cast<std::int64_t>(si);
+      t.position = static_cast<std::int64_t>(p + k);
+      t.token = seq.tokens[p + k];
+      t.teacher_forcing = r.teacher_forcing[p - 1 + k];
+      t.rollout_decode = r.rollout[k];
+      t.reference = options.reference ? r.reference[p - 1 + k] : std::numeric_limits<float>::quiet_NaN();
+      run.tokens.push_back(t);
+    }
+  }
+  return run;
+}
+
+}  // namespace ws1

@@ -1,0 +1,107 @@
+// ws1-exec-v1 messages: each round-trips through its encoding, and parsing is strict (a
+// missing, mistyped or unknown field, another version, a line that is not JSON).
+#include <catch2/catch.hpp>
+
+#include "exec_protocol.hpp"
+#include "ws1/exec_backend.hpp"
+
+using namespace ws1;
+using namespace ws1::exec;
+
+namespace {
+
+const WorkerReadback kReadback{"NVIDIA H200", false, std::nullopt, std::string("torch autocast disabled")};
+
+std::string problem_of(const Result<RunReply>& r) {
+  REQUIRE_FALSE(r.ok());
+  return describe(r.error());
+}
+
+}  // namespace
+
+TEST_CASE("ws1-exec-v1: the hellos round-trip", "[exec][protocol]") {
+  WorkerHello h{std::string(kExecProtocol), "triton_cuda_bf16", {}, kReadback};
+  h.kernels["silu"][Direction::kForward] = "triton.silu_fwd@1";
+  h.kernels["silu"][Direction::kBackward] = "triton.silu_bwd@1";
+  auto back = parse_worker_hello(encode(h));
+  REQUIRE(back.ok());
+  CHECK(back->backend == "triton_cuda_bf16");
+  CHECK(back->kernels == h.kernels);
+  REQUIRE(back->kernel("silu", Direction::kBackward) != nullptr);
+  CHECK(*back->kernel("silu", Direction::kBackward) == "triton.silu_bwd@1");
+  CHECK(back->kernel("rms_norm", Direction::kForward) == nullptr);
+  CHECK(back->readback.device == "NVIDIA H200");
+  CHECK(back->readback.tf32_enabled == std::optional<bool>(false));
+  CHECK_FALSE(back->readback.cublas_math_mode.has_value());
+  CHECK(back->readback.runtime().autocast == "torch autocast disabled");
+
+  auto client = parse_client_message(encode(ClientHello{std::string(kExecProtocol), "ws1check", "/tmp/x"}));
+  REQUIRE(client.ok());
+  const auto* ch = std::get_if<ClientHello>(&*client);
+  REQUIRE(ch != nullptr);
+  CHECK(ch->exchange_dir == "/tmp/x");
+}
+
+TEST_CASE("ws1-exec-v1: a request and its replies round-trip", "[exec][protocol]") {
+  RunRequest r{7, "rms_norm", Direction::kBackward, "/d/req-7.in.safetensors", "/d/req-7.out.safetensors",
+               {{"dx", DType::kBF16}, {"dweight", DType::kBF16}}, {}};
+  r.context.rms_norm_eps = 1e-6;
+  r.context.rms_norm_order = RmsNormOrder::kHf;
+  r.context.k_tree_leaf = 64;
+  r.context.ignore_index = -7;
+  r.context.num_attention_heads = 32;
+  auto m = parse_client_message(encode(r));
+  REQUIRE(m.ok());
+  const auto* back = std::get_if<RunRequest>(&*m);
+  REQUIRE(back != nullptr);
+  CHECK(back->id == 7);
+  CHECK(back->direction == Direction::kBackward);
+  CHECK(back->outputs.size() == 2);
+  CHECK(back->outputs[1].name == "dweight");
+  CHECK(back->context.rms_norm_eps == 1e-6);  // exact: shortest round-trip spelling
+  CHECK(back->context.rms_norm_order == RmsNormOrder::kHf);
+  CHECK(back->context.k_tree_leaf == 64);
+  CHECK(back->context.ignore_index == -7);
+  CHECK(back->context.num_attention_heads == 32);
+  CHECK(std::holds_alternative<Shutdown>(*parse_client_message(encode(Shutdown{}))));
+
+  auto ok = parse_reply(encode(RunReply{7, std::nullopt, "/d/out", "k1", kReadback}));
+  REQUIRE(ok.ok());
+  CHECK(ok->id == 7);
+  CHECK_FALSE(ok->error.has_value());
+  CHECK(ok->kernel_id == "k1");
+  auto err = parse_reply(encode_error(7, "rms_norm: x: bad"));
+  REQUIRE(err.ok());
+  CHECK(err->error == std::optional<std::string>("rms_norm: x: bad"));
+}
+
+TEST_CASE("ws1-exec-v1: replies are parsed strictly", "[exec][protocol]") {
+  const std::string rb = R"("readback":{"device":"d","tf32_enabled":null})";
+  CHECK_THAT(problem_of(parse_reply("Traceback (most recent call last):")), Catch::Contains("not valid JSON"));
+  CHECK(problem_of(parse_reply(R"({"type":"result","id":1,"output_file":"/o",)" + rb + "}")) ==
+        "kernel_id: missing required key");
+  CHECK_THAT(problem_of(parse_reply(R"({"type":"result","id":1,"output_file":"/o","kernel_id":"k","bogus":1,)" + rb + "}")),
+             Catch::StartsWith("bogus: unknown key"));
+  CHECK_THAT(problem_of(parse_reply(R"({"type":"result","id":"1","output_file":"/o","kernel_id":"k",)" + rb + "}")),
+             Catch::StartsWith("id: must be an integer"));
+  CHECK_THAT(problem_of(parse_reply(R"({"type":"result","id":1,"output_file":"/o","kernel_id":"k","readback":{"device":"d","tf32_enabled":"no"}})")),
+             Catch::StartsWith("readback.tf32_enabled: must be true or false"));
+  CHECK_THAT(problem_of(parse_reply(R"({"type":"hello"})")), Catch::Contains("expected \"result\" or \"error\""));
+  CHECK_THAT(problem_of(parse_reply("[1]")), Catch::Contains("must be a JSON object"));
+}
+
+TEST_CASE("ws1-exec-v1: the worker's hello is checked, its version first", "[exec][protocol]") {
+  auto other = parse_worker_hello(R"({"type":"hello","protocol":"ws1-exec-v2","whatever":1})");
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.error().problem == R"(the worker speaks protocol "ws1-exec-v2"; this ws1check speaks "ws1-exec-v1")");
+  auto refused = parse_worker_hello(R"({"type":"error","message":"needs ws1-exec-v3"})");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().problem == "the worker refused the handshake: needs ws1-exec-v3");
+  auto bad_direction = parse_worker_hello(
+      R"({"type":"hello","protocol":"ws1-exec-v1","backend":"b","ops":{"silu":{"fwd":"k"}},"readback":{"device":"d","tf32_enabled":null}})");
+  REQUIRE_FALSE(bad_direction.ok());
+  CHECK_THAT(describe(bad_direction.error()), Catch::StartsWith("ops.silu.fwd: unknown key"));
+  auto no_readback = parse_worker_hello(R"({"type":"hello","protocol":"ws1-exec-v1","backend":"b","ops":{}})");
+  REQUIRE_FALSE(no_readback.ok());
+  CHECK(describe(no_readback.error()) == "readback: missing required key");
+}

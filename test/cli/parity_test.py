@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""`ws1check parity` end to end on cpu_bf16 with synthetic:tiny: the manifest protocol exits 0
+and writes the evidence and the per-token safetensors; --strict; --json; a small sweep; bad input
+(exit 2, nothing written), including a Hugging Face snapshot that is not the manifest's model.
+
+Usage: parity_test.py WS1CHECK SOURCE_ROOT   (stdlib; the snapshot case runs the numpy script)
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+WS1CHECK = None
+ROOT = None
+
+
+def run(*args):
+    p = subprocess.run([WS1CHECK, *args], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def safetensors_header(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        return json.loads(f.read(n))
+
+
+class Parity(unittest.TestCase):
+    def test_manifest_protocol_tiny_cpu_bf16(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run("parity", "--model", "synthetic:tiny", "--backend", "cpu_bf16", "--out", d)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("synthetic weights: not the WS1 chain gate", out)
+            self.assertIn("manifest: 4 sequences, 27 active tokens", out)
+            self.assertRegex(out.splitlines()[-1], r"^green 1, red 0, N/A 0 of 1 cells; evidence: ")
+            e = load_json(os.path.join(d, "parity-cpu_bf16.json"))
+            self.assertEqual(e["verdict"], "green")
+            self.assertEqual(len(e["cells"]), 1)
+            c = e["cells"][0]
+            self.assertEqual(c["judgment"], "chain_parity")
+            self.assertEqual(c["id"], "chain/chain_parity/manifest/synthetic:tiny/cpu_bf16")
+            self.assertEqual(c["backend"], {"expected": "cpu_bf16", "actual": "cpu_bf16"})
+            self.assertRegex(c["fixture"]["hash"], r"^[0-9a-f]{32}$")
+            self.assertRegex(c["fixture"]["id"], r"^chain/manifest/synthetic:tiny#xxh3-128:[0-9a-f]{32}$")
+            self.assertEqual(c["threshold"]["mode"], "metric")
+            m = {x["name"]: x for x in c["metrics"]}
+            for name in ("max_abs_dlogp", "approx_kl0", "clipfrac0"):
+                self.assertTrue(m[name]["source"].startswith("chain_logprob_aggregates.metrics." + name))
+                self.assertTrue(m[name]["passed"])
+            contract = load_json(os.path.join(ROOT, "contracts", "ws1-c1-v2.json"))
+            for name in ("max_abs_dlogp", "approx_kl0", "clipfrac0"):
+                row = contract["chain_logprob_aggregates"]["metrics"][name]["by_execution_dtype"]["bfloat16"]
+                self.assertEqual(m[name]["threshold"], row["threshold"])
+            self.assertEqual(m["active_tokens"]["value"], 27)
+            self.assertIsNone(m["mean_abs_dlogp"]["threshold"])
+            h = safetensors_header(os.path.join(d, "parity-cpu_bf16.tokens.safetensors"))
+            for name in ("dlogp", "teacher_forcing_logp", "rollout_decode_logp", "reference_logp"):
+                self.assertEqual(h[name]["shape"], [27])
+                self.assertEqual(h[name]["dtype"], "F32")
+            meta = h["__metadata__"]
+            self.assertEqual(meta["ws1.weights_synthetic"], "true")
+            self.assertEqual(meta["ws1.fixture_hash"], c["fixture"]["hash"])
+            self.assertIn("training_style_teacher_forcing - inference_style_rollout_decode", meta["ws1.dlogp"])
+
+    def test_strict_and_json(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run("parity", "--model", "synthetic:tiny", "--backend", "cpu_bf16", "--strict",
+                               "--out", d)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("strict: d exactly 0 at 27 of 27 active tokens; no hidden state differs", out)
+            rc, out, err = run("parity", "--model", "synthetic:tiny", "--backend", "cpu_bf16", "--strict",
+                               "--json", "--out", d)
+            self.assertEqual(rc, 0, err)
+            e = json.loads(out)
+            self.assertTrue(e["cells"][0]["tensors"][0]["equal_bits"])
+
+    def test_batched_decode(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run("parity", "--model", "synthetic:tiny", "--backend", "cpu_bf16", "--strict",
+                               "--batched-decode", "--out", d)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("rhs batched rollout decode", out)
+            c = load_json(os.path.join(d, "parity-cpu_bf16.json"))["cells"][0]
+            self.assertEqual(c["id"], "chain/chain_parity/manifest/batched_decode/synthetic:tiny/cpu_bf16")
+            self.assertEqual(c["transform"], "teacher_forcing_vs_batched_rollout_decode")
+
+    def test_small_sweep(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run("parity", "--model", "synthetic:tiny", "--backend", "cpu_bf16", "--fixture",
+                               "sweep", "--seeds", "1,2", "--prompt-len", "4", "--response-len", "6",
+                               "--logit-scales", "1,4", "--sequences", "2", "--out", d)
+            self.assertEqual(rc, 0, err)
+            c = load_json(os.path.join(d, "parity-cpu_bf16.json"))["cells"][0]
+            self.assertEqual(c["tier"], "sweep")
+            m = {x["name"]: x for x in c["metrics"]}
+            self.assertEqual(m["active_tokens"]["value"], 2 * 2 * 2 * 6)
+            self.assertEqual(len(c["fixture"]["tensors"]), 2 * 2 * 2 * 2)
+
+    def test_bad_input_exits_2_and_writes_nothing(self):
+        cases = [
+            (["--backend", "cpu_bf16"], "--model"),
+            (["--model", "synthetic:huge", "--backend", "cpu_bf16"], "unknown synthetic config"),
+            (["--model", "synthetic:tiny", "--seeds", "1"], "--seeds applies to --fixture sweep only"),
+            (["--model", "synthetic:tiny", "--fixture", "other"], "expected manifest or sweep"),
+            (["--model", "/nonexistent/snapshot"], "/nonexistent/snapshot/config.json"),
+            (["--model", "synthetic:tiny", "--fixture", "sweep", "--logit-scales", "3"], "power of two"),
+        ]
+        for args, message in cases:
+            with tempfile.TemporaryDirectory() as d:
+                rc, out, err = run("parity", *args, "--out", d)
+                self.assertEqual(rc, 2, (args, err))
+                self.assertIn(message, err)
+                self.assertEqual(os.listdir(d), [], args)
+
+    def test_snapshot_that_is_not_the_manifest_model_is_refused(self):
+        script = os.path.join(ROOT, "test", "model", "write_tiny_checkpoint.py")
+        with tempfile.TemporaryDirectory() as d:
+            snap = os.path.join(d, "snap")
+            subprocess.run([sys.executable, script, snap], check=True)
+            rc, out, err = run("parity", "--model", snap, "--backend", "cpu_bf16", "--out", os.path.join(d, "o"))
+            self.assertEqual(rc, 2, err)
+            self.assertIn(snap + "/config.json", err)
+            self.assertIn("is not the manifest's model (Qwen/Qwen3-8B): num_hidden_layers: 2 against 36", err)
+            self.assertFalse(os.path.exists(os.path.join(d, "o")))
+
+
+if __name__ == "__main__":
+    WS1CHECK = os.path.abspath(sys.argv[1])
+    ROOT = sys.argv[2]
+    unittest.main(argv=sys.argv[:1], verbosity=2)

@@ -1,0 +1,134 @@
+"""The worker side of ws1-exec-v1 (docs/external-backend.md) for the project's Python backends.
+
+- take_stdout(): fd 1 is kept for protocol lines only; everything else that prints (Python's
+  print, warnings, C libraries, Triton's compiler) lands on stderr, which ws1check quotes in
+  its errors. Call it first, before importing anything that might print.
+- read_tensors / write_tensors: safetensors files as torch CPU tensors when torch is
+  importable, else as (dtype, numpy array) pairs (bf16 as raw uint16 bits).
+- serve(): the hello, then one reply per run request, until shutdown or end of input.
+"""
+import json
+import os
+import struct
+import sys
+import traceback
+
+PROTOCOL = "ws1-exec-v1"
+ELEMENT_BYTES = {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "BF16": 2, "F16": 2, "U8": 1, "BOOL": 1}
+
+
+def take_stdout():
+    """A private line-buffered stream on the original stdout; fd 1 and sys.stdout become stderr."""
+    channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return channel
+
+
+def import_torch():
+    """torch, or None where it cannot be imported (then tensors are numpy arrays)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+class TensorIO:
+    """safetensors <-> tensors, with torch or with numpy."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        if torch is not None:
+            self.to_torch = {"F64": torch.float64, "I64": torch.int64, "F32": torch.float32, "I32": torch.int32,
+                             "BF16": torch.bfloat16, "F16": torch.float16, "U8": torch.uint8, "BOOL": torch.bool}
+            self.from_torch = {v: k for k, v in self.to_torch.items()}
+
+    def _numpy(self, dtype):
+        import numpy as np
+        return {"F64": np.float64, "I64": np.int64, "F32": np.float32, "I32": np.int32, "BF16": np.uint16,
+                "F16": np.float16, "U8": np.uint8, "BOOL": np.bool_}[dtype]
+
+    def decode(self, dtype, shape, raw):
+        if self.torch is None:
+            import numpy as np
+            return dtype, np.frombuffer(raw, self._numpy(dtype)).reshape(shape)
+        if not raw:
+            return self.torch.empty(shape, dtype=self.to_torch[dtype])
+        return self.torch.frombuffer(bytearray(raw), dtype=self.to_torch[dtype]).reshape(shape)
+
+    def encode(self, tensor):
+        """(dtype, shape, bytes) of a torch tensor (any device) or a (dtype, array) pair."""
+        if self.torch is not None and isinstance(tensor, self.torch.Tensor):
+            t = tensor.detach().to("cpu").contiguous()
+            flat = t.reshape(-1).view(self.torch.uint8)
+            return self.from_torch[t.dtype], list(t.shape), flat.numpy().tobytes()
+        import numpy as np
+        dtype, array = tensor
+        return dtype, list(array.shape), np.ascontiguousarray(array, self._numpy(dtype)).tobytes()
+
+    def read(self, path):
+        with open(path, "rb") as f:
+            data = f.read()
+        (n,) = struct.unpack("<Q", data[:8])
+        header, body = json.loads(data[8:8 + n]), data[8 + n:]
+        header.pop("__metadata__", None)
+        return {name: self.decode(e["dtype"], e["shape"], body[e["data_offsets"][0]:e["data_offsets"][1]])
+                for name, e in header.items()}
+
+    def write(self, path, tensors):
+        header, blobs, offset = {}, [], 0
+        for name, tensor in tensors.items():
+            dtype, shape, raw = self.encode(tensor)
+            header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+            blobs.append(raw)
+            offset += len(raw)
+        text = json.dumps(header).encode()
+        text += b" " * (-len(text) % 8)
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text)
+            for raw in blobs:
+                f.write(raw)
+
+
+def serve(channel, backend, kernels, readback, io):
+    """kernels: {(op, "forward"|"backward"): (kernel_id, function(tensors, context) -> tensors)};
+    readback(): the readback dict, read at the hello and after every request."""
+
+    def reply(message):
+        channel.write(json.dumps(message) + "\n")
+        channel.flush()
+
+    def answer(request):
+        rid = request["id"]
+        entry = kernels.get((request["op"], request["direction"]))
+        if entry is None:
+            return {"type": "error", "id": rid, "message": f"{request['op']} {request['direction']}: not provided"}
+        kernel_id, run = entry
+        try:
+            io.write(request["output_file"], run(io.read(request["input_file"]), request["context"]))
+        except Exception as e:  # the kernel failed: say so, and keep serving
+            traceback.print_exc(file=sys.stderr)
+            return {"type": "error", "id": rid, "message": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+        return {"type": "result", "id": rid, "output_file": request["output_file"], "kernel_id": kernel_id,
+                "readback": readback()}
+
+    for line in sys.stdin:
+        message = json.loads(line)
+        kind = message.get("type")
+        if kind == "hello":
+            if message.get("protocol") != PROTOCOL:
+                reply({"type": "error", "message": f"this worker speaks {PROTOCOL}, not {message.get('protocol')}"})
+                return 3
+            ops = {}
+            for (op, direction), (kernel_id, _) in sorted(kernels.items()):
+                ops.setdefault(op, {})[direction] = kernel_id
+            reply({"type": "hello", "protocol": PROTOCOL, "backend": backend, "ops": ops, "readback": readback()})
+        elif kind == "run":
+            reply(answer(message))
+        elif kind == "shutdown":
+            break
+        else:
+            print(f"ws1_exec: unexpected message type {kind!r}", file=sys.stderr)
+            return 2
+    return 0

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""The triton_cuda_bf16 profile: the project's Triton kernels served to ws1check over
+ws1-exec-v1 (docs/external-backend.md). `ws1check ... --backend triton_cuda_bf16` runs
+`python3 triton/ws1_worker.py` ($WS1CHECK_PYTHON instead of python3 when set).
+
+The Triton kernels come in the next step (issue 7, on the GPU machine): KERNELS is empty, so
+the hello announces no op and ws1check reports every cell red with "not provided by the
+worker". A kernel registers as KERNELS[(op, "forward"|"backward")] = (kernel_id, function),
+where function(tensors, context) takes the request's tensors (torch CPU tensors by name) and
+the op context (rms_norm_eps, rope_theta, num_attention_heads, ...) and returns the op's
+outputs by name (bf16, logprobs float32), computed by Triton kernels: no PyTorch stand-ins.
+
+Readbacks are read, not assumed: the device torch sees, and TF32 as torch's matmul and cuDNN
+flags stand after this worker switched them off (spec 2.1: no TF32 on the candidate path).
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ws1_exec  # noqa: E402
+
+BACKEND = "triton_cuda_bf16"
+
+# (op, direction) -> (kernel id, function(tensors, context) -> tensors). Empty until the Triton
+# kernels land.
+KERNELS = {}
+
+
+def disable_tf32(torch):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def readback_of(torch):
+    if torch is None:
+        return lambda: {"device": "cpu (torch is not importable)", "tf32_enabled": None, "cublas_math_mode": None}
+
+    def readback():
+        cuda = torch.cuda.is_available()
+        device = torch.cuda.get_device_name(0) if cuda else "cpu (torch sees no CUDA device)"
+        tf32 = bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32) if cuda else None
+        try:
+            autocast = torch.is_autocast_enabled("cuda")
+        except TypeError:  # torch before 2.4 takes no device type
+            autocast = torch.is_autocast_enabled()
+        return {"device": device, "tf32_enabled": tf32, "cublas_math_mode": None,
+                "autocast": "torch autocast " + ("enabled" if autocast else "disabled")}
+
+    return readback
+
+
+def main():
+    channel = ws1_exec.take_stdout()  # first: nothing else may reach the protocol stream
+    torch = ws1_exec.import_torch()
+    if torch is not None:
+        disable_tf32(torch)
+    return ws1_exec.serve(channel, BACKEND, KERNELS, readback_of(torch), ws1_exec.TensorIO(torch))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
