@@ -20,6 +20,14 @@
 // B, so the result does not depend on M, N, the tile's position or the launch order:
 // deterministic, and batch-invariant over the rows of A. Rows, columns and k beyond the
 // operands are zero-filled in shared memory (a zero k adds exact zeros to every element alike).
+//
+// Long K (> kPromoteAboveK): the tensor core's FP32 accumulation is not round-to-nearest (it
+// drops low bits at each step), which grows with the number of steps: lm_head's dhidden over
+// K = 151936 came out 5x further from the FP32 reference than cpu_bf16 on the H200, over the
+// contract row on two cells (docs/gpu-runs.md). For long K the MMA accumulator is therefore
+// promoted every kPromoteSlices slices into a separate FP32 sum with round-to-nearest adds
+// (__fadd_rn) and restarted at zero; the order stays fixed by K alone. That variant keeps two
+// accumulator sets, so it runs one block per SM.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -105,6 +113,31 @@ static_assert(MmaTile::kBK == 32 && MmaTile::kNT % 2 == 0, "fragment loaders ass
 // mma C layout (c0, c1: row g, columns 2t, 2t+1; c2, c3: row g + 8; g = lane / 4, t = lane % 4).
 using MmaAcc = float[MmaTile::kMT][MmaTile::kNT][4];
 
+inline constexpr int kPromoteSlices = 16;    // 512 k per promotion
+inline constexpr int kPromoteAboveK = 4096;  // K up to a hidden width: one accumulator
+
+__device__ __forceinline__ void zero(MmaAcc& acc) {
+#pragma unroll
+  for (int i = 0; i < MmaTile::kMT; ++i)
+#pragma unroll
+    for (int j = 0; j < MmaTile::kNT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+}
+
+// total += acc element-wise, rounded to nearest; acc restarts at zero.
+__device__ __forceinline__ void promote(MmaAcc& total, MmaAcc& acc) {
+#pragma unroll
+  for (int i = 0; i < MmaTile::kMT; ++i)
+#pragma unroll
+    for (int j = 0; j < MmaTile::kNT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        total[i][j][e] = __fadd_rn(total[i][j][e], acc[i][j][e]);
+        acc[i][j][e] = 0.0f;
+      }
+}
+
 // Shared-memory element offset of the 8-element chunk holding (x, k..k+7) (kK, k % 8 == 0) or
 // (x..x+7, k) (kMN, x % 8 == 0) of an operand tile with X rows along x, XOR-swizzled so that
 // the cp.async stores and the ldmatrix reads of 8 consecutive rows hit distinct banks.
@@ -179,19 +212,18 @@ __device__ __forceinline__ void load_b_fragments(unsigned (&b)[4], const __nv_bf
 }
 
 // The warp's accumulators for the block tile at (m0, n0): the full K, in the order the file
-// comment states. `smem` holds MmaTile::kSmemBytes. Call from all threads of the block.
-template <Major LA, Major LB>
+// comment states (kPromote: the promoted sum, see the file comment). `smem` holds
+// MmaTile::kSmemBytes. Call from all threads of the block.
+template <Major LA, Major LB, bool kPromote>
 __device__ __forceinline__ void mma_tile_mainloop(const Operand& a, const Operand& b, int M, int N, int K, int m0,
-                                                  int n0, __nv_bfloat16* smem, MmaAcc& acc) {
+                                                  int n0, __nv_bfloat16* smem, MmaAcc& out) {
   using T = MmaTile;
   const int warp = static_cast<int>(threadIdx.x) >> 5;
   const int wm = (warp / T::kWarpsN) * T::kWM, wn = (warp % T::kWarpsN) * T::kWN;
-#pragma unroll
-  for (int i = 0; i < T::kMT; ++i)
-#pragma unroll
-    for (int j = 0; j < T::kNT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+  MmaAcc part;
+  MmaAcc& acc = kPromote ? part : out;
+  zero(out);
+  if constexpr (kPromote) zero(part);
 
   const int slices = (K + T::kBK - 1) / T::kBK;
   auto stage_a = [&](int s) { return smem + s * T::kStageElems; };
@@ -226,6 +258,9 @@ __device__ __forceinline__ void mma_tile_mainloop(const Operand& a, const Operan
 #pragma unroll
         for (int j = 0; j < T::kNT; ++j)
           mma_bf16_16816(acc[i][j], af[i], bf[j / 2][(j % 2) * 2], bf[j / 2][(j % 2) * 2 + 1]);
+    }
+    if constexpr (kPromote) {
+      if ((kt + 1) % kPromoteSlices == 0 || kt + 1 == slices) promote(out, part);
     }
   }
   cp_async_wait<0>();
@@ -274,8 +309,8 @@ struct MmaGrid {
   bool n_fastest;
 };
 
-template <Major LA, Major LB, class Epilogue>
-__global__ void __launch_bounds__(MmaTile::kThreads, 2)
+template <Major LA, Major LB, bool kPromote, class Epilogue>
+__global__ void __launch_bounds__(MmaTile::kThreads, kPromote ? 1 : 2)
     mma_gemm_kernel(Operand a, Operand b, MmaGrid g, Epilogue epi) {
   extern __shared__ __align__(128) unsigned char mma_smem[];
   const int bid = static_cast<int>(blockIdx.x);
@@ -283,7 +318,8 @@ __global__ void __launch_bounds__(MmaTile::kThreads, 2)
   const int tn = g.n_fastest ? bid % g.tiles_n : bid / g.tiles_m;
   const int m0 = tm * MmaTile::kBM, n0 = tn * MmaTile::kBN;
   MmaAcc acc;
-  mma_tile_mainloop<LA, LB>(a, b, g.M, g.N, g.K, m0, n0, reinterpret_cast<__nv_bfloat16*>(mma_smem), acc);
+  mma_tile_mainloop<LA, LB, kPromote>(a, b, g.M, g.N, g.K, m0, n0, reinterpret_cast<__nv_bfloat16*>(mma_smem),
+                                      acc);
   for_each_accumulator_pair(acc, m0, n0, epi);
 }
 
@@ -293,7 +329,7 @@ template <Major LA, Major LB, class Epilogue>
 void launch_mma_gemm(const Operand& a, const Operand& b, int M, int N, int K, const Epilogue& epi,
                      const char* kernel_name) {
   if (M == 0 || N == 0) return;
-  auto* kernel = &mma_gemm_kernel<LA, LB, Epilogue>;
+  auto* kernel = K > kPromoteAboveK ? &mma_gemm_kernel<LA, LB, true, Epilogue> : &mma_gemm_kernel<LA, LB, false, Epilogue>;
   WS1_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MmaTile::kSmemBytes));
   const MmaGrid g{M, N, K, (M + MmaTile::kBM - 1) / MmaTile::kBM, (N + MmaTile::kBN - 1) / MmaTile::kBN,
                   /*n_fastest=*/M >= N};
