@@ -9,6 +9,7 @@
 
 #include "common.hpp"
 #include "gpu_environment.hpp"
+#include "run_support.hpp"
 #include "workload_context.hpp"
 #include "ws1/backend.hpp"
 #include "ws1/build_info.hpp"
@@ -55,7 +56,7 @@ ws1::Result<BuildAuditRun> run_build_audit(const BuildAuditOptions& o) {
   ws1::AuditBackend cuda_entry{"cuda_bf16", nullptr, ""};
   if (!gpu) {
     cuda_entry.absent = env.gpu_absent_reason.empty() ? "no CUDA device" : env.gpu_absent_reason;
-  } else if (auto b = ws1::make_backend("cuda_bf16"); !b) {
+  } else if (auto b = open_backend("cuda_bf16", gpu); !b) {
     cuda_entry.absent = b.error().problem;
   } else {
     cuda = std::move(b).value();

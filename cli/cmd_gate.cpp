@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -235,6 +236,15 @@ int run(const GateOptions& o) {
     if (!s) return report(s.error());
     sessions.push_back(std::move(s).value());
   }
+  // Cells and C8 rows are keyed by the id each backend answers to (an exec: worker announces
+  // its own, e.g. triton_cuda_bf16), so two entries answering to one id cannot share a gate.
+  std::vector<std::string> profiles;
+  for (const auto& s : sessions) {
+    const std::string id = s->backend->name();
+    if (std::find(profiles.begin(), profiles.end(), id) != profiles.end())
+      return report(ws1::bad_input("--backends", o.backends, "two entries run as backend " + id));
+    profiles.push_back(id);
+  }
   ws1::Evidence& evidence = sessions.front()->evidence;
   evidence.environment.backend = o.backends;
   auto steps = plan(sessions, *ops);
@@ -290,7 +300,7 @@ int run(const GateOptions& o) {
   evidence.finished = ws1::utc_now_iso8601();
   std::vector<std::string> op_names;
   for (const ws1::Op* op : *ops) op_names.emplace_back(op->name());
-  const ws1::C8Matrix c8 = ws1::c8_matrix(evidence, *backends, op_names);
+  const ws1::C8Matrix c8 = ws1::c8_matrix(evidence, profiles, op_names);
 
   // Everything is rendered (and the evidence validated) before the first byte is written.
   const fs::path out(o.out);

@@ -1,16 +1,20 @@
 // `ws1check parity`: chain-level logprob parity (spec §8, DESIGN §6a) of a Qwen3 dense chain on
 // the selected backend: teacher forcing (lhs) against rollout decode (rhs), d = lhs - rhs, the
 // contract's aggregates; a table, the evidence artifact with its per-token safetensors, exit 0/1.
+// --fixture kv runs the C6/C7 decode-vs-prefill attention cases instead (ws1/kv_consistency.hpp).
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <memory>
 
 #include "commands.hpp"
 #include "common.hpp"
 #include "run_session.hpp"
 #include "run_support.hpp"
+#include "ws1/kv_consistency.hpp"
 #include "ws1/parity.hpp"
 #include "ws1/safetensors.hpp"
 
@@ -26,15 +30,26 @@ struct ParityOptions {
   std::int64_t sequences = 4;
   double temperature = 1.0;
   std::string rms_norm_order = "contract";
-  bool strict = false, json = false, batched_decode = false;
+  bool strict = false, json = false, batched_decode = false, no_reference = false;
   unsigned threads = 0;
   std::vector<std::string> sweep_given;  // sweep-only options on the command line
 };
 
 constexpr std::string_view kSyntheticPrefix = "synthetic:";
 
+// A snapshot's config.json, which must be the manifest's model (no shrunk architecture, NOTES §e).
+ws1::Result<ws1::ModelConfig> snapshot_config(const std::string& model, const ws1::Manifest& m) {
+  auto config = ws1::read_hf_config(model);
+  if (!config) return config.error();
+  if (auto diff = ws1::config_difference(*config, m.model.config))
+    return ws1::bad_input(model + "/config.json", "",
+                          fmt::format("is not the manifest's model ({}): {} (exit_forbids_architecture_shrink)",
+                                      m.model.model_id, *diff));
+  return config;
+}
+
 // --model: synthetic weights from the manifest seed, or a snapshot verified against the
-// manifest's pins (its config must be the manifest's: no shrunk architecture, NOTES §e).
+// manifest's pins.
 ws1::Result<ws1::ModelWeights> open_model(const std::string& model, const ws1::Manifest& m, unsigned threads) {
   if (model.empty()) return ws1::bad_input("--model", "", "required: synthetic:tiny, synthetic:qwen3-8b or a snapshot directory");
   if (model.starts_with(kSyntheticPrefix)) {
@@ -43,12 +58,8 @@ ws1::Result<ws1::ModelWeights> open_model(const std::string& model, const ws1::M
     if (!config) return config.error();
     return ws1::synthetic_weights(*config, name, {static_cast<std::uint64_t>(m.seed), threads});
   }
-  auto config = ws1::read_hf_config(model);
+  auto config = snapshot_config(model, m);
   if (!config) return config.error();
-  if (auto diff = ws1::config_difference(*config, m.model.config))
-    return ws1::bad_input(model + "/config.json", "",
-                          fmt::format("is not the manifest's model ({}): {} (exit_forbids_architecture_shrink)",
-                                      m.model.model_id, *diff));
   spdlog::info("verifying {} against the manifest's pinned shard hashes", model);
   return ws1::load_hf_checkpoint(model, m.model.weights);
 }
@@ -62,7 +73,7 @@ ws1::Result<ws1::ParityFixture> open_fixture(const ParityOptions& o, const Sessi
     if (ws1::Status st = ws1::check_fixture(f, w.config, s.workload.manifest.file); !st) return st.error();
     return f;
   }
-  if (o.fixture != "sweep") return ws1::bad_input("--fixture", o.fixture, "expected manifest or sweep");
+  if (o.fixture != "sweep") return ws1::bad_input("--fixture", o.fixture, "expected manifest, sweep or kv");
   ws1::SweepOptions sw;
   sw.seeds = o.seeds;
   for (std::int64_t p : o.prompt_lens)
@@ -107,6 +118,8 @@ void print_table(const ws1::Cell& c, const ws1::ModelWeights& w, const ws1::Pari
                m.threshold ? fmt::format("{:.6g}", *m.threshold) : "-",
                m.threshold ? (ok ? "pass" : "FAIL") : "reported");
   }
+  if (!run.tokens.empty() && std::isnan(run.tokens.front().reference))
+    fmt::print("FP32 reference chain: not run (--no-reference)\n");
   if (run.strict) {
     const std::int64_t zeros = c.bitwise.empty() ? 0 : static_cast<std::int64_t>(run.tokens.size()) - c.bitwise[0].mismatches;
     fmt::print("strict: d exactly 0 at {} of {} active tokens; {}\n", zeros, run.tokens.size(),
@@ -116,14 +129,98 @@ void print_table(const ws1::Cell& c, const ws1::ModelWeights& w, const ws1::Pari
   fmt::print("per-token dlogp: {}\n", tokens_path);
 }
 
+// ---- --fixture kv ------------------------------------------------------------------------------
+
+// The head shape's config: --model's (synthetic:<name>, or a snapshot's config.json), else the
+// manifest's model. No weights are read: the cases are attention alone.
+ws1::Result<std::pair<ws1::ModelConfig, std::string>> kv_config(const std::string& model, const ws1::Manifest& m) {
+  if (model.empty()) return std::pair{m.model.config, m.model.model_id + " (the manifest's model)"};
+  auto config = model.starts_with(kSyntheticPrefix) ? ws1::synthetic_config(model.substr(kSyntheticPrefix.size()))
+                                                    : snapshot_config(model, m);
+  if (!config) return config.error();
+  if (ws1::Status st = ws1::check_config(*config, model); !st) return st.error();
+  return std::pair{*config, model};
+}
+
+const ws1::MetricResult* metric(const ws1::Cell& c, std::string_view name) {
+  for (const ws1::MetricResult& m : c.metrics)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+std::string metric_text(const ws1::Cell& c, std::string_view name) {
+  const ws1::MetricResult* m = metric(c, name);
+  return m == nullptr ? "-" : fmt::format("{:.4g}", m->value);
+}
+
+// One line per case: the attention cell (bits, error against prefill, read-back) and the probe.
+void print_kv_row(const ws1::KvCaseInputs& in, const ws1::Cell& rows, const ws1::Cell& probe) {
+  const ws1::KvCase& c = in.kv_case;
+  std::string bits = "-", err = "-", readback = "-";
+  if (!rows.accuracy.empty()) {
+    const ws1::MetricResult* equal = metric(rows, "bitwise_equal_elements");
+    bits = fmt::format("{:.0f}/{}", equal != nullptr ? equal->value : 0.0, rows.accuracy[0].numel);
+    err = fmt::format("{:.3g} ({:.3g})", rows.accuracy[0].abs_error.max,
+                      rows.accuracy[0].worst ? rows.accuracy[0].worst->margin : 0.0);
+    readback = rows.bitwise.size() >= 2 && rows.bitwise[0].equal_bits && rows.bitwise[1].equal_bits ? "equal" : "DIFFERS";
+  }
+  const std::string padding = c.padding == ws1::KvPadding::kLeft ? "left" : c.padding == ws1::KvPadding::kRight ? "right" : "-";
+  fmt::print("{:<22} {:<6} {:<5} {:>4}  {:>17}  {:>17}  {:<8} {:>4}  {:>9} {:>9} {:>9}  {}/{}\n", c.name,
+             fmt::format("{}x{}", c.lengths.size(), c.padded_len), padding, in.rows(), bits, err, readback, metric_text(probe, "active_tokens"),
+             metric_text(probe, "max_abs_dlogp"), metric_text(probe, "approx_kl0"), metric_text(probe, "clipfrac0"),
+             ws1::verdict_name(rows.verdict), ws1::verdict_name(probe.verdict));
+}
+
+int run_kv(const ParityOptions& o, Session& s, const ws1::OpContext& run_ctx) {
+  if (!o.sweep_given.empty()) return report(ws1::bad_input("--fixture", "kv", o.sweep_given.front() + " applies to --fixture sweep only"));
+  if (o.batched_decode) return report(ws1::bad_input("--fixture", "kv", "--batched-decode applies to the chain (manifest, sweep)"));
+  if (o.rms_norm_order != "contract")
+    return report(ws1::bad_input("--fixture", "kv", "--rms-norm-order applies to the chain (the kv cases are attention alone)"));
+  const ws1::Manifest& m = s.workload.manifest;
+  auto config = kv_config(o.model, m);
+  if (!config) return report(config.error());
+  auto cases = ws1::kv_consistency_cases(m);
+  if (!cases) return report(cases.error());
+  const ws1::OpContext ctx = ws1::model_op_context(config->first, run_ctx);
+  ws1::Backend& b = *s.backend;
+  const std::string attention = b.kernel_id(*ws1::find_op_impl("attention"), ws1::Direction::kForward);
+  const ws1::KvCellInputs ci{&s.run, b.name(), attention,
+                             attention + " " + b.kernel_id(*ws1::find_op_impl("linear_logp"), ws1::Direction::kForward),
+                             o.strict, b.readback()};
+  if (!o.json) {
+    fmt::print("C6/C7 decode vs prefill (attention alone): heads {}/{}, head_dim {} from {}; probe head [{}, {}]; "
+               "d = lhs - rhs, lhs prefill (teacher forcing), rhs direct decode\n",
+               config->first.num_attention_heads, config->first.num_key_value_heads, config->first.head_dim,
+               config->second, ws1::kProbeVocab, config->first.num_attention_heads * config->first.head_dim);
+    fmt::print("{:<22} {:<6} {:<5} {:>4}  {:>17}  {:>17}  {:<8} {:>4}  {:>9} {:>9} {:>9}  {}\n", "case", "BxS", "pad",
+               "rows", "decode==prefill", "max|err| (margin)", "KV read", "tok", "max|d|", "approx_kl0", "clipfrac0",
+               "verdict rows/probe");
+  }
+  for (const ws1::KvCase& c : *cases) {
+    auto in = ws1::kv_case_inputs(c, config->first, static_cast<std::uint64_t>(m.seed), o.threads);
+    if (!in) return report(in.error());
+    auto run = ws1::run_kv_case(*in, b, ctx);
+    if (!run) return report(run.error());
+    auto cells = ws1::kv_case_cells(ci, *in, *run);
+    if (!cells) return report(cells.error());
+    if (!o.json) print_kv_row(*in, (*cells)[0], (*cells)[1]);
+    for (ws1::Cell& cell : *cells) s.evidence.cells.push_back(std::move(cell));
+  }
+  return finish_run(s.evidence, o.out, "parity-" + b.name(), o.json);
+}
+
 int run(const ParityOptions& o) {
   auto session = open_session({o.backend, o.contract, o.workload, o.threads});
   if (!session) return report(session.error());
   Session& s = **session;
+  if (o.fixture == "kv") return run_kv(o, s, s.run.op_context);
   auto ctx = op_context(o, s);
   if (!ctx) return report(ctx.error());
+  const auto t0 = std::chrono::steady_clock::now();
   auto weights = open_model(o.model, s.workload.manifest, o.threads);
   if (!weights) return report(weights.error());
+  spdlog::info("weights {} ready in {:.2f} s", weights->label,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   auto fixture = open_fixture(o, s, *weights, *ctx);
   if (!fixture) {
     if (fixture.error().code != ws1::ExitCode::kRed) return report(fixture.error());
@@ -132,7 +229,7 @@ int run(const ParityOptions& o) {
   }
   spdlog::info("{} protocol: {} sequences, {} active tokens on {}", fixture->protocol, fixture->sequences.size(),
                fixture->active_tokens(), s.backend->name());
-  auto parity = ws1::run_parity(*weights, *s.backend, *ctx, *fixture, {o.strict, true, o.batched_decode});
+  auto parity = ws1::run_parity(*weights, *s.backend, *ctx, *fixture, {o.strict, !o.no_reference, o.batched_decode});
   if (!parity) return report(parity.error());
 
   ws1::ParityCellInputs in{&s.contract, &*weights, &*fixture, &*parity,
@@ -159,7 +256,8 @@ Command register_parity(CLI::App& app) {
   auto o = std::make_shared<ParityOptions>();
   auto* sub = app.add_subcommand("parity", "chain-level teacher forcing vs rollout decode parity");
   sub->add_option("--model", o->model, "synthetic:tiny | synthetic:qwen3-8b | PATH (Hugging Face snapshot)");
-  sub->add_option("--fixture", o->fixture, "manifest (the gate: s0..s3) | sweep (spec §8.1)")->default_str("manifest");
+  sub->add_option("--fixture", o->fixture,
+                  "manifest (the gate: s0..s3) | sweep (spec §8.1) | kv (C6/C7 decode vs prefill attention cases)")->default_str("manifest");
   const std::vector<CLI::Option*> sweep_only = {
       sub->add_option("--seeds", o->seeds, "sweep: prompt and sampling seeds")->delimiter(',')->default_str("1,2,3"),
       sub->add_option("--prompt-len", o->prompt_lens, "sweep: prompt lengths")->delimiter(',')->default_str("16"),
@@ -171,6 +269,8 @@ Command register_parity(CLI::App& app) {
       sub->add_option("--temperature", o->temperature, "sweep: sampling temperature (0: greedy)")->default_str("1")};
   sub->add_option("--rms-norm-order", o->rms_norm_order, "contract | kernel | hf")->default_str("contract");
   sub->add_flag("--strict", o->strict, "also require d == 0 exactly; localise the first bitwise drift");
+  sub->add_flag("--no-reference", o->no_reference,
+                "skip the FP32 reference chain (CPU; slow at Qwen3-8B dims): no *_vs_fp32 metrics");
   sub->add_flag("--batched-decode", o->batched_decode,
                 "rhs decodes the sequences together (several lengths in flight, key_mask)");
   add_run_options(sub, o->backend, o->contract, o->workload, o->out, o->json, o->threads);

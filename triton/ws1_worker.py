@@ -3,12 +3,13 @@
 ws1-exec-v1 (docs/external-backend.md). `ws1check ... --backend triton_cuda_bf16` runs
 `python3 triton/ws1_worker.py` ($WS1CHECK_PYTHON instead of python3 when set).
 
-The Triton kernels come in the next step (issue 7, on the GPU machine): KERNELS is empty, so
-the hello announces no op and ws1check reports every cell red with "not provided by the
-worker". A kernel registers as KERNELS[(op, "forward"|"backward")] = (kernel_id, function),
-where function(tensors, context) takes the request's tensors (torch CPU tensors by name) and
-the op context (rms_norm_eps, rope_theta, num_attention_heads, ...) and returns the op's
-outputs by name (bf16, logprobs float32), computed by Triton kernels: no PyTorch stand-ins.
+The kernels live in triton/ops/<op>.py, one module per op, each with a dict
+KERNELS[(op, "forward"|"backward")] = (kernel_id, function), where function(tensors, context)
+takes the request's tensors (torch CPU tensors by name) and the op context (rms_norm_eps,
+rope_theta, num_attention_heads, ...) and returns the op's outputs by name (bf16, logprobs
+float32), computed by Triton kernels: no PyTorch stand-ins. An op whose module is missing (or
+whose module fails to import: the error goes to stderr) is not announced, and ws1check reports
+its cells red with "not provided by the worker".
 
 Readbacks are read, not assumed: the device torch sees, and TF32 as torch's matmul and cuDNN
 flags stand after this worker switched them off (spec 2.1: no TF32 on the candidate path).
@@ -21,9 +22,26 @@ import ws1_exec  # noqa: E402
 
 BACKEND = "triton_cuda_bf16"
 
-# (op, direction) -> (kernel id, function(tensors, context) -> tensors). Empty until the Triton
-# kernels land.
-KERNELS = {}
+
+def load_kernels():
+    """(op, direction) -> (kernel id, function) from every module of triton/ops/."""
+    import importlib.util
+    kernels = {}
+    ops_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops")
+    if not os.path.isdir(ops_dir):
+        return kernels
+    for name in sorted(os.listdir(ops_dir)):
+        if not name.endswith(".py") or name.startswith("_"):
+            continue
+        try:
+            spec = importlib.util.spec_from_file_location("ws1_triton_" + name[:-3], os.path.join(ops_dir, name))
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        except Exception as e:  # an op that does not load is not announced; say why on stderr
+            print(f"triton/ops/{name}: not loaded: {type(e).__name__}: {e}", file=sys.stderr)
+            continue
+        kernels.update(getattr(module, "KERNELS", {}))
+    return kernels
 
 
 def disable_tf32(torch):
@@ -54,7 +72,7 @@ def main():
     torch = ws1_exec.import_torch()
     if torch is not None:
         disable_tf32(torch)
-    return ws1_exec.serve(channel, BACKEND, KERNELS, readback_of(torch), ws1_exec.TensorIO(torch))
+    return ws1_exec.serve(channel, BACKEND, load_kernels(), readback_of(torch), ws1_exec.TensorIO(torch))
 
 
 if __name__ == "__main__":

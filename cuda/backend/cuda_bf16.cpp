@@ -7,6 +7,7 @@
 #include "ws1cuda/cuda_backend.hpp"
 #include "ws1cuda/cuda_op.hpp"
 #include "ws1cuda/device_info.hpp"
+#include "ws1cuda/resident.hpp"
 
 namespace ws1cuda {
 namespace {
@@ -40,6 +41,15 @@ class CudaBf16 final : public ws1::Backend {
     if (c == nullptr || c->backward == nullptr) return missing(op, "backward");
     return c->backward(in, ctx);
   }
+
+  // A weight the device cannot keep is not an error: its uploads copy per call (and a lack of
+  // memory there is the op's error); the reason goes to the log.
+  void keep_resident(std::span<const ws1::Tensor> tensors) override {
+    std::string error;
+    if (!ws1cuda::keep_resident(tensors, error))
+      fmt::print(stderr, "warning: cuda_bf16: weights not kept on the device ({}); copying per call\n", error);
+  }
+  void release_resident(std::span<const ws1::Tensor> tensors) override { ws1cuda::release_resident(tensors); }
 
   ws1::RuntimeReadback readback() const override {
     ws1::RuntimeReadback r;

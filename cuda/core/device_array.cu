@@ -1,10 +1,13 @@
 #include "ws1cuda/device_array.cuh"
 
+#include <cstdint>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
 #include "op_support.hpp"
 #include "ws1/error.hpp"
+#include "ws1cuda/resident.hpp"
 
 namespace ws1cuda {
 
@@ -18,6 +21,18 @@ void check_launch(std::string_view kernel) {
   if (e != cudaSuccess) throw_cuda_error(e, std::string("launch of ") + std::string(kernel));
 }
 
+void keep_freed_memory_in_pool() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int device = 0;
+    cudaMemPool_t pool = nullptr;
+    WS1_CUDA(cudaGetDevice(&device));
+    WS1_CUDA(cudaDeviceGetDefaultMemPool(&pool, device));
+    std::uint64_t keep_all = UINT64_MAX;
+    WS1_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+  });
+}
+
 namespace {
 
 template <class T>
@@ -25,6 +40,8 @@ DeviceArray<T> upload_as(const ws1::Tensor& t, ws1::DType dtype, const char* wha
   if (t.dtype() != dtype)
     throw std::logic_error(std::string(what) + ": tensor dtype is " +
                            std::string(ws1::dtype_safetensors_name(t.dtype())));
+  if (const void* kept = find_resident(t))
+    return DeviceArray<T>::borrow(static_cast<T*>(const_cast<void*>(kept)), static_cast<std::size_t>(t.numel()));
   const ws1::Tensor c = t.is_contiguous() ? t : t.contiguous();
   DeviceArray<T> a(static_cast<std::size_t>(c.numel()));
   if (a.size() > 0) WS1_CUDA(cudaMemcpy(a.get(), c.raw(), a.bytes(), cudaMemcpyHostToDevice));

@@ -18,6 +18,14 @@
 // __fmaf_rn / __fadd_rn: which operations fuse is part of the contract, not left to -fmad.
 // No tensor cores: an MMA sums its k16 products in its own order, which the declared FP32 fma
 // chain of a leaf does not allow.
+//
+// Kernel det_gemm_leaf_kernel (forward, M <= kSkinnyRows: a decode step's one token per
+// sequence): the tiled kernel computes 64 rows per tile, so a one-row c would waste 63/64 of its
+// work and stream b through too few blocks. Here a block owns 32 columns: its 8 warps compute
+// the leaves (warp w takes leaves w, w + 8, ...; lane = column, so b's rows are read coalesced),
+// each leaf the same FP32 fma chain rounded to bf16, into shared memory; then one thread per
+// (row, column) runs the plan's merges in post-order. Same operations on the same values as the
+// tiled kernel: equal bits (test/gpu/det_gemm_skinny_test.cpp).
 #include <algorithm>
 #include <climits>
 #include <string>
@@ -198,6 +206,83 @@ void tree_gemm(const Operand& a, const Operand& b, DeviceArray<bf16>& c, int M, 
   check_launch(kernel_name);
 }
 
+// ---- The skinny forward (few rows) ------------------------------------------------------------------
+
+constexpr int kSkinnyRows = 4, kLeafWarps = 8, kSkinnyThreads = kLeafWarps * 32;
+constexpr std::size_t kSkinnySmemLimit = 160 * 1024;  // leaf values of a block, bytes
+
+struct LeafPlan {
+  DeviceArray<int> lo;  // leaf j covers [lo[j], lo[j + 1]); lo has nleaves + 1 entries
+  int leaves = 0;
+};
+
+LeafPlan make_leaf_plan(std::int64_t K, std::int64_t leaf) {
+  std::vector<TreeStep> steps;
+  if (K > 0) tree_steps(0, K, leaf, steps);
+  std::vector<int> lo{0};
+  for (const TreeStep& s : steps) lo.push_back(s.hi);
+  LeafPlan p{DeviceArray<int>(lo.size()), static_cast<int>(steps.size())};
+  WS1_CUDA(cudaMemcpy(p.lo.get(), lo.data(), p.lo.bytes(), cudaMemcpyHostToDevice));
+  return p;
+}
+
+std::size_t skinny_smem(int M, int leaves) {
+  return static_cast<std::size_t>(leaves) * M * 32 * sizeof(unsigned short);
+}
+
+// c[M,N] = a[M,K] · b[K,N], a and b row-major; M <= kSkinnyRows.
+__global__ void __launch_bounds__(kSkinnyThreads)
+    det_gemm_leaf_kernel(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* c, int M, int N, int K,
+                         const int* __restrict__ leaf_lo, int leaves, const TreeStep* __restrict__ steps) {
+  extern __shared__ unsigned short leaf_bits[];  // [leaf][row][lane]
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int col = static_cast<int>(blockIdx.x) * 32 + lane;
+  const bool live = col < N;
+  for (int j = warp; j < leaves; j += kLeafWarps) {
+    const int lo = leaf_lo[j], hi = leaf_lo[j + 1];
+    float acc[kSkinnyRows] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 8
+    for (int k = lo; k < hi; ++k) {
+      const float bv = live ? to_f32(b[static_cast<std::int64_t>(k) * N + col]) : 0.0f;
+#pragma unroll
+      for (int r = 0; r < kSkinnyRows; ++r)
+        if (r < M) acc[r] = __fmaf_rn(to_f32(a[static_cast<std::int64_t>(r) * K + k]), bv, acc[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < kSkinnyRows; ++r)
+      if (r < M) leaf_bits[(j * M + r) * 32 + lane] = static_cast<unsigned short>(__float_as_uint(round_bf16(acc[r])) >> 16);
+  }
+  __syncthreads();
+  const int r = static_cast<int>(threadIdx.x) / 32;
+  if (r >= M || !live) return;
+  unsigned short stack[kMaxStack];
+  int sp = 0;
+  for (int j = 0; j < leaves; ++j) {
+    float v = __uint_as_float(static_cast<unsigned>(leaf_bits[(j * M + r) * 32 + lane]) << 16);
+    const int merges = steps[j].merges;
+    for (int q = 1; q <= merges; ++q)
+      v = round_bf16(__fadd_rn(__uint_as_float(static_cast<unsigned>(stack[sp - q]) << 16), v));
+    stack[sp - merges] = static_cast<unsigned short>(__float_as_uint(v) >> 16);
+    sp += 1 - merges;
+  }
+  reinterpret_cast<unsigned short*>(c)[static_cast<std::int64_t>(r) * N + col] = stack[0];
+}
+
+// Whether the skinny kernel takes this forward (K > 0, few rows, its leaves fit in shared memory).
+bool skinny(int M, int K, const LeafPlan& plan) {
+  return K > 0 && M > 0 && M <= kSkinnyRows && skinny_smem(M, plan.leaves) <= kSkinnySmemLimit;
+}
+
+void skinny_gemm(const DeviceArray<bf16>& a, const DeviceArray<bf16>& b, DeviceArray<bf16>& c, int M, int N, int K,
+                 const LeafPlan& leaves, const TreePlan& plan) {
+  const std::size_t smem = skinny_smem(M, leaves.leaves);
+  WS1_CUDA(cudaFuncSetAttribute(det_gemm_leaf_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(kSkinnySmemLimit)));
+  det_gemm_leaf_kernel<<<blocks_for(N, 32), kSkinnyThreads, smem>>>(a.get(), b.get(), c.get(), M, N, K,
+                                                                    leaves.lo.get(), leaves.leaves, plan.steps.get());
+  check_launch("det_gemm_leaf_kernel");
+}
+
 // ---- Host functions ---------------------------------------------------------------------------------
 
 struct Extents {
@@ -222,7 +307,12 @@ ws1::Result<ws1::Tensors> forward(const ws1::Tensors& in, const ws1::OpContext& 
     const DeviceArray<bf16> a = upload_bf16(x.a), b = upload_bf16(x.b);
     DeviceArray<bf16> c = poisoned<bf16>(static_cast<std::size_t>(e.M) * e.N);
     // c[m, n] = sum over k of a[m, k] * b[k, n]: A = a [M][K], B = b [K][N].
+    const LeafPlan leaves = make_leaf_plan(e.K, leaf);
     launch_region("det_gemm.fwd", [&] {
+      if (skinny(e.M, e.K, leaves)) {
+        skinny_gemm(a, b, c, e.M, e.N, e.K, leaves, plan);
+        return;
+      }
       tree_gemm<Major::kK, Major::kMN>(gemm::make_operand(a.get(), e.K), gemm::make_operand(b.get(), e.N), c, e.M,
                                        e.N, e.K, plan, "det_gemm_tree_kernel_nn");
     });
@@ -254,7 +344,7 @@ ws1::Result<ws1::Tensors> backward(const ws1::Tensors& in, const ws1::OpContext&
 }  // namespace
 
 const CudaOp& det_gemm_cuda() {
-  static const CudaOp op{kOp, forward, backward, "det_gemm_tree_kernel_nn",
+  static const CudaOp op{kOp, forward, backward, "det_gemm_tree_kernel_nn,det_gemm_leaf_kernel",
                          "det_gemm_tree_kernel_nt,det_gemm_tree_kernel_tn"};
   return op;
 }

@@ -132,8 +132,25 @@ std::string Chain::Block::where() const {
 Chain::Chain(const ModelWeights& weights, Backend* backend, const OpContext& ctx)
     : weights_(&weights), backend_(backend), ctx_(model_op_context(weights.config, ctx)) {}
 
+namespace {
+
+std::vector<Tensor> weight_tensors(const ModelWeights& w) {
+  std::vector<Tensor> out{w.embed, w.final_norm, w.lm_head};
+  for (const LayerWeights& l : w.layers)
+    out.insert(out.end(), {l.input_norm, l.post_norm, l.q_norm, l.k_norm, l.q, l.k, l.v, l.o, l.gate, l.up, l.down});
+  return out;
+}
+
+}  // namespace
+
+// The weights are passed to every call unchanged, so the backend may keep them on its device
+// while any copy of this chain lives (the token's deleter releases them).
 Chain::Chain(const ModelWeights& weights, Backend& backend, const OpContext& ctx)
-    : Chain(weights, &backend, ctx) {}
+    : Chain(weights, &backend, ctx) {
+  auto tensors = std::make_shared<std::vector<Tensor>>(weight_tensors(weights));
+  backend.keep_resident(*tensors);
+  resident_ = std::shared_ptr<void>(nullptr, [&backend, tensors](void*) { backend.release_resident(*tensors); });
+}
 
 Chain Chain::reference(const ModelWeights& weights, const OpContext& ctx) {
   return Chain(weights, nullptr, ctx);

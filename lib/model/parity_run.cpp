@@ -3,8 +3,10 @@
 // reference chain's teacher forcing; with --strict, both candidate paths traced node by node and
 // the earliest bitwise drift kept.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <map>
 
@@ -12,6 +14,11 @@
 
 namespace ws1 {
 namespace {
+
+// Seconds since `t0` (the phase times logged at info: where a long run spends its time).
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // (layer, node) order of two drifts: the earlier one in execution order.
 bool earlier(const FirstDrift& a, const FirstDrift& b) {
@@ -79,7 +86,11 @@ Result<ParityRun> run_parity(const ModelWeights& base, Backend& backend, const O
     auto weights = with_logit_scale(base, scale);
     if (!weights) return weights.error();
     const std::vector<std::size_t> group = with_scale(fixture, scale);
+    auto t0 = std::chrono::steady_clock::now();
     Chain candidate(*weights, backend, ctx);
+    spdlog::info("logit scale {}: candidate chain ready in {:.2f} s", scale, since(t0));
+    t0 = std::chrono::steady_clock::now();
+    std::int64_t decode_steps = 0;
     for (std::size_t i : group) {
       const ParitySequence& s = fixture.sequences[i];
       auto tf = candidate.teacher_forcing(s.tokens, options.strict ? &results[i].lhs_trace : nullptr);
@@ -88,18 +99,26 @@ Result<ParityRun> run_parity(const ModelWeights& base, Backend& backend, const O
         return run;
       }
       results[i].teacher_forcing = std::move(tf).value();
+      decode_steps += static_cast<std::int64_t>(s.tokens.size()) - s.prompt_len - 1;
     }
+    spdlog::info("logit scale {}: teacher forcing of {} sequences in {:.2f} s", scale, group.size(), since(t0));
+    t0 = std::chrono::steady_clock::now();
     if (Status st = rollout(candidate, fixture, group, options.batched_decode, options.strict, results); !st) {
       run.candidate_failure = st.error();
       return run;
     }
+    const double rollout_s = since(t0);
+    spdlog::info("logit scale {}: rollout decode in {:.2f} s ({} decode steps, {:.1f} ms per step)", scale,
+                 rollout_s, decode_steps, decode_steps > 0 ? 1e3 * rollout_s / static_cast<double>(decode_steps) : 0.0);
     if (options.reference) {
+      t0 = std::chrono::steady_clock::now();
       Chain reference = Chain::reference(*weights, ctx);
       for (std::size_t i : group) {
         auto r = reference.teacher_forcing(fixture.sequences[i].tokens);
         if (!r) return r.error();
         results[i].reference = std::move(r).value();
       }
+      spdlog::info("logit scale {}: FP32 reference chain in {:.2f} s", scale, since(t0));
     }
   }
   for (std::size_t si = 0; si < fixture.sequences.size(); ++si) {

@@ -4,7 +4,9 @@
 // logits: greedy at temperature 0, else softmax(logits / T) in double (index order) inverted at a
 // uniform draw of the same generator. The sampled tokens are then scored like the manifest's.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "counter_rng.hpp"
@@ -81,7 +83,9 @@ Result<ParityFixture> sweep_parity_fixture(const ModelWeights& base, Backend& ba
   for (double scale : o.logit_scales) {
     auto weights = with_logit_scale(base, scale);
     if (!weights) return weights.error();
+    const auto t0 = std::chrono::steady_clock::now();
     Chain chain(*weights, backend, ctx);
+    std::int64_t sampled = 0;
     for (std::uint64_t seed : o.seeds)
       for (const auto& [p, r] : o.lengths)
         for (std::int64_t q = 0; q < o.sequences; ++q) {
@@ -95,7 +99,11 @@ Result<ParityFixture> sweep_parity_fixture(const ModelWeights& base, Backend& ba
             return e;
           }
           f.sequences.push_back({id, std::move(tokens).value(), p, scale});
+          sampled += r;
         }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spdlog::info("logit scale {}: sampled {} response tokens in {:.2f} s ({:.1f} ms per token)", scale, sampled, secs,
+                 sampled > 0 ? 1e3 * secs / static_cast<double>(sampled) : 0.0);
   }
   return f;
 }

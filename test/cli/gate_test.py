@@ -293,6 +293,27 @@ class GateGreen(unittest.TestCase):
             self.assertEqual(int(root.get("failures")), 0)
 
 
+class GateExternal(unittest.TestCase):
+    def test_exec_backend_rows_carry_the_id_it_announces(self):
+        """An exec: worker (here ws1check's own, serving cpu_bf16) is keyed by the id it
+        announces, in the matrix, the cells and the C8 rows alike: none is 'required untested'."""
+        worker = "exec:{} worker --backend cpu_bf16".format(WS1CHECK)
+        with tempfile.TemporaryDirectory() as d:
+            rc, stdout, stderr = run("gate", "--backends", worker, "--ops", "silu,rms_norm",
+                                     "--workload", SMOKE, "--out", d, "-q", cwd=ROOT)
+            self.assertEqual(rc, 0, stdout + stderr)
+            self.assertRegex(stdout, r"(?m)^cpu_bf16\s+silu\s+green")
+            c8 = load_json(os.path.join(d, "c8-execute.json"))
+            self.assertEqual({c["profile"] for c in c8["cells"]}, {"cpu_bf16"})
+            rows = [c for c in c8["cells"] if c["op_name"] in ("silu", "rms_norm")]
+            self.assertEqual(len(rows), 16)
+            for c in rows:
+                self.assertNotIn("required untested", c["detail"])
+                self.assertIn(c["status"], ("green", "N/A"), c)
+            e = load_json(os.path.join(d, "gate.json"))
+            self.assertTrue(all(c["backend"]["expected"] == "cpu_bf16" for c in e["cells"]))
+
+
 class GateRed(unittest.TestCase):
     def test_planted_red_cells(self):
         """A contract whose tolerances are 4096 times tighter: red accuracy cells, exit 1, and
@@ -366,6 +387,11 @@ class GateInput(unittest.TestCase):
         self.assert_refused(["--backends", "no_such_backend"])
         self.assert_refused(["--backends", "cpu_bf16", "--ops", "rms_norm,nope"], needle="nope")
         self.assert_refused(["--backends", "cpu_bf16", "--ops", "all,silu"], needle="all")
+
+    def test_two_entries_answering_to_one_backend_exit_2(self):
+        worker = "exec:{} worker --backend cpu_bf16".format(WS1CHECK)
+        self.assert_refused(["--backends", "cpu_bf16," + worker, "--ops", "silu"],
+                            needle="two entries run as backend cpu_bf16")
 
     def test_bad_compare_file_exit_2(self):
         with tempfile.TemporaryDirectory() as d:

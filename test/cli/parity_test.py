@@ -104,12 +104,44 @@ class Parity(unittest.TestCase):
             self.assertEqual(m["active_tokens"]["value"], 2 * 2 * 2 * 6)
             self.assertEqual(len(c["fixture"]["tensors"]), 2 * 2 * 2 * 2)
 
+    def test_kv_fixture_tiny(self):
+        """C6/C7 decode vs prefill at tiny's head shape: 6 cases x 2 cells, all green, bitwise."""
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run("parity", "--fixture", "kv", "--model", "synthetic:tiny", "--backend", "cpu_bf16",
+                               "--strict", "--out", d)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("heads 4/2, head_dim 16 from synthetic:tiny; probe head [64, 64]", out)
+            self.assertRegex(out.splitlines()[-1], r"^green 12, red 0, N/A 0 of 12 cells; evidence: ")
+            e = load_json(os.path.join(d, "parity-cpu_bf16.json"))
+            self.assertEqual(e["verdict"], "green")
+            cases = ["decode-b1-short", "decode-b1-long", "decode-b1-primary-s3", "decode-bn-varlen",
+                     "decode-bn-padded-right", "decode-bn-padded-left"]
+            self.assertEqual([c["id"] for c in e["cells"]],
+                             [f"chain/kv_consistency/{k}/{part}/hq4_hkv2_d16/cpu_bf16"
+                              for k in cases for part in ("decode_vs_prefill", "logprob_probe")])
+            row = load_json(os.path.join(ROOT, "contracts", "ws1-c1-v2.json"))["judgments"]["forward_accuracy"][
+                "by_op_class"]["attention"]["bfloat16"]
+            for rows, probe in zip(e["cells"][0::2], e["cells"][1::2]):
+                self.assertEqual(rows["judgment"], "forward_accuracy")
+                self.assertEqual(rows["threshold"]["source"], "judgments.forward_accuracy.by_op_class.attention.bfloat16")
+                self.assertEqual((rows["threshold"]["atol"], rows["threshold"]["rtol"]), (row["atol"], row["rtol"]))
+                bitwise = [t for t in rows["tensors"] if "equal_bits" in t]
+                self.assertEqual(len(bitwise), 3)  # k and v read back, and --strict's rows
+                self.assertTrue(all(t["equal_bits"] for t in bitwise))
+                m = {x["name"]: x["value"] for x in rows["metrics"]}
+                self.assertEqual(m["bitwise_differing_elements"], 0)
+                self.assertEqual(probe["judgment"], "chain_parity")
+                self.assertEqual(probe["fixture"], rows["fixture"])
+                m = {x["name"]: x["value"] for x in probe["metrics"]}
+                self.assertEqual(m["max_abs_dlogp"], 0)
+
     def test_bad_input_exits_2_and_writes_nothing(self):
         cases = [
             (["--backend", "cpu_bf16"], "--model"),
             (["--model", "synthetic:huge", "--backend", "cpu_bf16"], "unknown synthetic config"),
             (["--model", "synthetic:tiny", "--seeds", "1"], "--seeds applies to --fixture sweep only"),
-            (["--model", "synthetic:tiny", "--fixture", "other"], "expected manifest or sweep"),
+            (["--model", "synthetic:tiny", "--fixture", "other"], "expected manifest, sweep or kv"),
+            (["--fixture", "kv", "--batched-decode"], "--batched-decode applies to the chain"),
             (["--model", "/nonexistent/snapshot"], "/nonexistent/snapshot/config.json"),
             (["--model", "synthetic:tiny", "--fixture", "sweep", "--logit-scales", "3"], "power of two"),
         ]

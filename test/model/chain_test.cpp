@@ -1,6 +1,7 @@
 // The tiny chain on cpu_bf16: it runs, it is deterministic, its two paths and the FP32 reference
 // agree as measured, and the configs are the ones the manifest pins.
 #include <cmath>
+#include <map>
 
 #include "model_test_support.hpp"
 #include "ws1/evidence.hpp"
@@ -153,4 +154,64 @@ TEST_CASE("batched rollout decode (caches of different lengths in flight) equals
   CHECK(cell->id == "chain/chain_parity/manifest/batched_decode/synthetic:tiny/cpu_bf16");
   CHECK(test::metric(*cell, "exact_zero_dlogp_tokens").value == 31.0);
   CHECK(cell->transform == "teacher_forcing_vs_batched_rollout_decode");
+}
+
+namespace {
+
+// cpu_bf16, counting the weights it is asked to keep resident (what cuda_bf16 keeps on the device).
+class KeepCounting final : public Backend {
+ public:
+  std::string name() const override { return "cpu_bf16"; }
+  std::string kernel_id(const Op& op, Direction d) const override { return base_->kernel_id(op, d); }
+  Result<Tensors> forward(const Op& op, const Tensors& in, const OpContext& ctx) override {
+    for (const auto& t : in) inputs_seen += kept.count(t.tensor.raw()) > 0 ? 1 : 0;
+    return base_->forward(op, in, ctx);
+  }
+  Result<Tensors> backward(const Op& op, const Tensors& in, const OpContext& ctx) override {
+    return base_->backward(op, in, ctx);
+  }
+  void keep_resident(std::span<const Tensor> tensors) override {
+    for (const Tensor& t : tensors) ++kept[t.raw()];
+    ++keeps;
+  }
+  void release_resident(std::span<const Tensor> tensors) override {
+    for (const Tensor& t : tensors)
+      if (--kept[t.raw()] == 0) kept.erase(t.raw());
+    ++releases;
+  }
+  std::map<const void*, int> kept;
+  int keeps = 0, releases = 0;
+  std::int64_t inputs_seen = 0;  // op inputs that were kept weights
+
+ private:
+  std::unique_ptr<Backend> base_ = make_cpu_bf16_backend();
+};
+
+}  // namespace
+
+TEST_CASE("the candidate chain keeps its weights resident while a copy of it lives", "[model]") {
+  const auto& s = test::model_setup();
+  KeepCounting backend;
+  const std::size_t per_layer = 11, global = 3;  // norms, q/k/v/o, gate/up/down; embed, final norm, lm_head
+  {
+    Chain chain(s.tiny, backend, s.ctx);
+    CHECK(backend.keeps == 1);
+    CHECK(backend.kept.size() == global + per_layer * s.tiny.layers.size());
+    CHECK(backend.kept.count(s.tiny.layers[1].down.raw()) == 1);
+    {
+      Chain copy = chain;  // shares the residency: no second keep, no release when it goes
+      CHECK(backend.keeps == 1);
+    }
+    CHECK(backend.releases == 0);
+    auto tf = chain.teacher_forcing(s.manifest.sample("s0")->token_ids);
+    REQUIRE(tf.ok());
+    // Every op input that is a weight is the kept view itself (so a device backend finds it):
+    // per layer 2 norms + 7 projections + q/k norms, plus embedding, final norm and lm_head.
+    CHECK(backend.inputs_seen == static_cast<std::int64_t>(global + per_layer * s.tiny.layers.size()));
+  }
+  CHECK(backend.releases == 1);
+  CHECK(backend.kept.empty());
+  // The reference chain asks nothing of a backend.
+  Chain reference = Chain::reference(s.tiny, s.ctx);
+  CHECK(backend.keeps == 1);
 }

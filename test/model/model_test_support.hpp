@@ -1,5 +1,6 @@
 // What the model tests share: the shipped contract and workload, the run's op settings, the
-// tiny synthetic weights, and a parity cell built from a run.
+// tiny synthetic weights, a parity cell built from a run, and the planted attention that
+// ignores key_mask (the kv-consistency and planted-parity tests both plant it).
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -72,6 +73,17 @@ inline ParityFixture varied_prompt_fixture() {
   const std::int64_t prompts[] = {8, 3, 5, 12};
   for (std::size_t i = 0; i < f.sequences.size(); ++i) f.sequences[i].prompt_len = prompts[i];
   return f;
+}
+
+// Attention that drops key_mask: the padded keys of a batch take part in the softmax (a planted
+// defect that only batched, padded calls can show).
+inline OpKernel attention_ignores_key_mask() {
+  return [](const Op& op, const Tensors& in, const OpContext& ctx) -> Result<Tensors> {
+    Tensors without;
+    for (const auto& t : in)
+      if (t.name != "key_mask") without.push_back(t);
+    return op.cpu_forward(without, ctx);
+  };
 }
 
 inline const MetricResult& metric(const Cell& c, const std::string& name) {

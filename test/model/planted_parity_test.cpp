@@ -79,16 +79,6 @@ test::OpKernel decode_drops_oldest_key() {
   };
 }
 
-// Attention that drops key_mask: the zero-padded keys of a batch take part in the softmax.
-test::OpKernel attention_ignores_key_mask() {
-  return [](const Op& op, const Tensors& in, const OpContext& ctx) -> Result<Tensors> {
-    Tensors without;
-    for (const auto& t : in)
-      if (t.name != "key_mask") without.push_back(t);
-    return op.cpu_forward(without, ctx);
-  };
-}
-
 test::OpKernel logp_in_bf16() {
   return [](const Op& op, const Tensors& in, const OpContext& ctx) -> Result<Tensors> {
     auto r = op.cpu_forward(in, ctx);
@@ -146,7 +136,7 @@ TEST_CASE("decode attention that drops the oldest cached key is red on the contr
 
 TEST_CASE("attention that ignores key_mask: green one sequence at a time, red under batched decode", "[model][planted]") {
   const auto& s = test::model_setup();
-  test::PlantedBackend backend("attention", attention_ignores_key_mask());
+  test::PlantedBackend backend("attention", test::attention_ignores_key_mask());
   const ParityFixture f = test::varied_prompt_fixture();
   for (bool batched : {false, true}) {
     auto run = run_parity(s.tiny, backend, s.ctx, f, {false, false, batched});

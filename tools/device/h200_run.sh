@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Run ON the GPU machine from the repository root, with .device/ carried (binaries in
 # .device/bin: ws1check, test_gpu; Debian libraries in .device/debs; ../shared/device/README.md).
-#   bash tools/device/h200_run.sh STEP...     STEP: env suite suite-real sanitizer evidence bench
+#   bash tools/device/h200_run.sh STEP...
+#   STEP: env suite suite-real determinism-real sanitizer evidence bench parity-manifest
+#         parity-sweep triton-smoke triton-evidence
+# The parity steps run synthetic:qwen3-8b (36 layers, real dims) on cuda_bf16 in both rms_norm
+# orders; their artifacts are packed into $OUT/parity-<step>.tgz (few files come back).
 # Logs and artifacts go to $OUT (default /tmp/ws1-out). Each step's exit status is printed in
 # the summary at the end; the script's status is the first failing step's.
 set -u
@@ -30,17 +34,44 @@ for s in "$@"; do
     env) step env $BIN/ws1check env ;;
     suite) step suite env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu ;;
     suite-real) step suite-real env WS1_GPU_WORKLOAD=ws1-qwen3-8b-dense $BIN/test_gpu ;;
+    determinism-real) step determinism-real env WS1_GPU_WORKLOAD=ws1-qwen3-8b-dense $BIN/test_gpu "[determinism]" ;;
+    triton-smoke|triton-evidence)
+      W=fixtures/ws1-smoke.json
+      [ $s = triton-evidence ] && W=$REAL
+      step $s-accuracy $BIN/ws1check accuracy --op all --direction both --tier all --backend triton_cuda_bf16 \
+        --workload $W --out "$OUT/$s"
+      step $s-invariance $BIN/ws1check invariance --op all --transform all --direction both \
+        --backend triton_cuda_bf16 --workload $W --out "$OUT/$s"
+      tar czf "$OUT/$s.tgz" -C "$OUT" $s && rm -rf "$OUT/$s" ;;
     sanitizer)
-      step memcheck env WS1_GPU_WORKLOAD=ws1-smoke /usr/local/cuda/bin/compute-sanitizer --tool memcheck \
-        --error-exitcode 9 $BIN/test_gpu "[accuracy]"
-      step racecheck env WS1_GPU_WORKLOAD=ws1-smoke /usr/local/cuda/bin/compute-sanitizer --tool racecheck \
-        --error-exitcode 9 $BIN/test_gpu "[accuracy]" ;;
+      # SANITIZER_TIMEOUT (s, default 240) bounds each tool: rc 124 in the summary = cut short.
+      for tool in memcheck racecheck; do
+        step $tool timeout ${SANITIZER_TIMEOUT:-240} env WS1_GPU_WORKLOAD=ws1-smoke \
+          /usr/local/cuda/bin/compute-sanitizer --tool $tool --error-exitcode 9 $BIN/test_gpu "[accuracy]"
+      done ;;
     evidence)
       step accuracy $BIN/ws1check accuracy --op all --direction both --tier all --backend cuda_bf16 \
         --workload $REAL --out "$OUT"
       step invariance $BIN/ws1check invariance --op all --transform all --direction both \
         --backend cuda_bf16 --workload $REAL --out "$OUT" ;;
     bench) step bench $BIN/ws1check bench --op all --out "$OUT" ;;
+    parity-manifest|parity-sweep)
+      P=/tmp/ws1-parity/$s
+      mkdir -p $P
+      for order in kernel hf; do
+        if [ $s = parity-manifest ]; then
+          step $s-$order timeout ${PARITY_TIMEOUT:-600} $BIN/ws1check parity --model synthetic:qwen3-8b --backend cuda_bf16 --strict \
+            --rms-norm-order $order --out $P/$order
+        else
+          # 3 seeds x prompts {8, 32} x responses {40, 44} x logit scales {1, 4}: 24 sequences,
+          # 1008 active tokens sampled by the chain itself; the FP32 reference chain is CPU-bound
+          # at these dims, so the sweep reports the candidate's d only.
+          step $s-$order timeout ${PARITY_TIMEOUT:-600} $BIN/ws1check parity --model synthetic:qwen3-8b --backend cuda_bf16 \
+            --fixture sweep --seeds 1,2,3 --prompt-len 8,32 --response-len 40,44 --logit-scales 1,4 \
+            --sequences 1 --strict --no-reference --rms-norm-order $order --out $P/$order
+        fi
+      done
+      tar czf "$OUT/$s.tgz" -C $P . ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
 done

@@ -31,22 +31,42 @@ void check_launch(std::string_view kernel);
 
 #define WS1_CUDA(call) ::ws1cuda::check((call), #call)
 
-// An owning device allocation of n elements of T (no copies; moves transfer ownership).
+// Once per process, before the first allocation: the default pool of the current device keeps
+// freed memory for reuse instead of returning it at each synchronisation.
+void keep_freed_memory_in_pool();
+
+// A device allocation of n elements of T (no copies; moves transfer ownership). Usually owning;
+// borrow() wraps memory someone else keeps alive (a resident weight, ws1cuda/resident.hpp),
+// which the holder must only read.
 template <class T>
 class DeviceArray {
  public:
   DeviceArray() = default;
+  // Stream-ordered on the default stream (every kernel and copy here runs on it): the device's
+  // pool keeps freed blocks (keep_freed_memory_in_pool), so the many small allocations of a
+  // decode step cost no cudaMalloc/cudaFree round trips (cudaFree also synchronises).
   explicit DeviceArray(std::size_t n) : n_(n) {
-    if (n_ > 0) WS1_CUDA(cudaMalloc(reinterpret_cast<void**>(&p_), n_ * sizeof(T)));
+    if (n_ == 0) return;
+    keep_freed_memory_in_pool();
+    WS1_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&p_), n_ * sizeof(T), cudaStreamLegacy));
+  }
+  static DeviceArray borrow(T* p, std::size_t n) {
+    DeviceArray a;
+    a.p_ = p;
+    a.n_ = n;
+    a.owns_ = false;
+    return a;
   }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
-  DeviceArray(DeviceArray&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  DeviceArray(DeviceArray&& o) noexcept
+      : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)), owns_(std::exchange(o.owns_, true)) {}
   DeviceArray& operator=(DeviceArray&& o) noexcept {
     if (this != &o) {
       release();
       p_ = std::exchange(o.p_, nullptr);
       n_ = std::exchange(o.n_, 0);
+      owns_ = std::exchange(o.owns_, true);
     }
     return *this;
   }
@@ -59,11 +79,12 @@ class DeviceArray {
 
  private:
   void release() noexcept {
-    if (p_ != nullptr) cudaFree(p_);  // a failing free at teardown has nobody to report to
+    if (p_ != nullptr && owns_) cudaFreeAsync(p_, cudaStreamLegacy);  // a failing free at teardown has nobody to report to
     p_ = nullptr;
   }
   T* p_ = nullptr;
   std::size_t n_ = 0;
+  bool owns_ = true;
 };
 
 // Outputs start as all-ones bytes (bf16 and f32 NaN, int -1): an element a kernel forgets to
@@ -86,7 +107,8 @@ DeviceArray<T> zeros(std::size_t n) {
 // A host tensor on the device, row-major and contiguous: a strided view is materialised on
 // the host first (the upload is where cuda_bf16 accepts any layout; docs/decisions.md D16).
 // The tensor's dtype must be bf16 / f32 respectively (std::logic_error otherwise: the op's
-// input checks run before any upload).
+// input checks run before any upload). A tensor kept resident (ws1cuda/resident.hpp) is not
+// copied: the array borrows its device copy, and the op must only read it.
 DeviceArray<bf16> upload_bf16(const ws1::Tensor& t);
 DeviceArray<float> upload_f32(const ws1::Tensor& t);
 // Integer ids (I32 or I64) widened to int64.

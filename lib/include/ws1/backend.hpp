@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,12 @@ class Backend {
   virtual Result<Tensors> backward(const Op& op, const Tensors& in, const OpContext& ctx) = 0;
   // Precision state read back on this backend's path (TF32, cuBLAS math mode).
   virtual RuntimeReadback readback() const { return {}; }
+
+  // A promise that `tensors` (weights used by many calls) keep their contents until
+  // release_resident: a device backend may keep copies on its device and use them for any input
+  // that is the same view of the same storage. Calls pair up; by default nothing happens.
+  virtual void keep_resident(std::span<const Tensor> tensors) { (void)tensors; }
+  virtual void release_resident(std::span<const Tensor> tensors) { (void)tensors; }
 };
 
 // The CPU candidates of lib/ops (the same algorithms and declared reduction orders as the

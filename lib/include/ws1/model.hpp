@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -248,6 +249,7 @@ class Chain {
   const ModelWeights* weights_;
   Backend* backend_;  // nullptr: the reference
   OpContext ctx_;
+  std::shared_ptr<void> resident_;  // the candidate's weights kept on the backend (see the ctor)
 };
 
 }  // namespace ws1
