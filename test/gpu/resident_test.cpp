@@ -1,12 +1,9 @@
 // Resident weights (ws1cuda/resident.hpp): a kept tensor is uploaded once and later calls borrow
-// the device copy; the chain keeps its weights that way, so the tiny chain's parity on cuda_bf16
-// runs through it.
+// the device copy (the chain's weights; test/gpu/parity_test.cpp runs the chain through it).
 #include <cstring>
 
 #include "gpu_test_support.hpp"
-#include "ws1/model.hpp"
 #include "ws1/numeric.hpp"
-#include "ws1/parity.hpp"
 #include "ws1cuda/resident.hpp"
 
 using namespace ws1;
@@ -73,23 +70,4 @@ TEST_CASE("keeps are counted: the copy goes with the last release", "[gpu][resid
   CHECK(ws1cuda::find_resident(w) != nullptr);
   cuda.release_resident(kept);
   CHECK(ws1cuda::find_resident(w) == nullptr);
-}
-
-TEST_CASE("the tiny chain on cuda_bf16 (weights resident): manifest protocol green", "[gpu][parity]") {
-  const test::Workload& wl = test::workload("ws1-qwen3-8b-dense");
-  const RunContext ctx = test::cuda_run_context(wl);
-  auto cfg = synthetic_config("tiny");
-  REQUIRE(cfg.ok());
-  auto weights = synthetic_weights(*cfg, "tiny", {static_cast<std::uint64_t>(wl.manifest.seed), 0});
-  REQUIRE(weights.ok());
-  const ParityFixture fixture = manifest_parity_fixture(wl.manifest);
-  auto run = run_parity(*weights, test::cuda_backend(), ctx.op_context, fixture, {true, true});
-  REQUIRE(run.ok());
-  CHECK(ws1cuda::resident_tensors() == 0);  // released with the chain
-  REQUIRE_FALSE(run->candidate_failure.has_value());
-  auto cell = parity_cell({&wl.contract, &*weights, &fixture, &*run, {"cuda_bf16", "cuda_bf16"}, "test"});
-  REQUIRE(cell.ok());
-  INFO(cell->reason);
-  CHECK(run->tokens.size() == 27);
-  CHECK(cell->verdict == Verdict::kGreen);
 }

@@ -1,5 +1,6 @@
-// A backend that is cpu_bf16 except for one op whose forward and/or backward is replaced: the
-// planted defects every judge and probe test uses to show it going red.
+// A backend that is cpu_bf16 (or another base, e.g. cuda_bf16 for the GPU twins) except for one
+// op whose forward and/or backward is replaced: the planted defects every judge and probe test
+// uses to show it going red.
 #pragma once
 
 #include <functional>
@@ -21,7 +22,10 @@ class PlantedBackend final : public Backend {
       : op_(std::move(op)), fwd_(std::move(fwd)), bwd_(std::move(bwd)) {}
   PlantedBackend(std::string op, Kernel fwd, Kernel bwd = nullptr)
       : PlantedBackend(std::move(op), drop_op(std::move(fwd)), drop_op(std::move(bwd))) {}
-  std::string name() const override { return "cpu_bf16"; }
+  // On top of `base` (not owned; it must outlive this backend).
+  PlantedBackend(Backend& base, std::string op, OpKernel fwd, OpKernel bwd = nullptr)
+      : op_(std::move(op)), fwd_(std::move(fwd)), bwd_(std::move(bwd)), base_(&base) {}
+  std::string name() const override { return base_->name(); }
   std::string kernel_id(const Op& op, Direction d) const override {
     return base_->kernel_id(op, d) + "+planted-defect";
   }
@@ -39,7 +43,8 @@ class PlantedBackend final : public Backend {
   }
   std::string op_;
   OpKernel fwd_, bwd_;
-  std::unique_ptr<Backend> base_ = make_cpu_bf16_backend();
+  std::unique_ptr<Backend> owned_ = make_cpu_bf16_backend();
+  Backend* base_ = owned_.get();
 };
 
 }  // namespace ws1::test

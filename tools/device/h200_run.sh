@@ -5,7 +5,8 @@
 #   STEP: env suite suite-real determinism-real sanitizer evidence bench parity-manifest
 #         parity-sweep triton-smoke triton-evidence
 # The parity steps run synthetic:qwen3-8b (36 layers, real dims) on cuda_bf16 in both rms_norm
-# orders; their artifacts are packed into $OUT/parity-<step>.tgz (few files come back).
+# orders (PARITY_ORDERS="kernel" or "hf" for one; PARITY_TIMEOUT bounds each run, s); their
+# artifacts are packed into $OUT/parity-<step>.tgz (few files come back).
 # Logs and artifacts go to $OUT (default /tmp/ws1-out). Each step's exit status is printed in
 # the summary at the end; the script's status is the first failing step's.
 set -u
@@ -58,7 +59,7 @@ for s in "$@"; do
     parity-manifest|parity-sweep)
       P=/tmp/ws1-parity/$s
       mkdir -p $P
-      for order in kernel hf; do
+      for order in ${PARITY_ORDERS:-kernel hf}; do
         if [ $s = parity-manifest ]; then
           step $s-$order timeout ${PARITY_TIMEOUT:-600} $BIN/ws1check parity --model synthetic:qwen3-8b --backend cuda_bf16 --strict \
             --rms-norm-order $order --out $P/$order
