@@ -18,6 +18,7 @@
 
 #include "audit_session.hpp"
 #include "commands.hpp"
+#include "gate_parity.hpp"
 #include "common.hpp"
 #include "run_session.hpp"
 #include "run_support.hpp"
@@ -38,6 +39,7 @@ constexpr std::string_view kHtmlFile = "report.html";
 
 struct GateOptions {
   std::string backends, ops = "all", contract, workload, out = "ws1check-out", compare_c8;
+  std::string model = "synthetic:tiny";
   bool quiet = false;
   unsigned threads = 0;
 };
@@ -289,7 +291,12 @@ int run(const GateOptions& o) {
   progress.show(done, "parity, audit, reports");
 
   std::vector<ws1::GateStage> stages;
-  stages.push_back({"parity", ws1::StageStatus::kNotBuilt, "parity: not built (the chain parity issue)", {}});
+  auto parity = parity_stage(o.model, sessions, o.threads, evidence.cells);
+  if (!parity) {
+    progress.clear();
+    return report(parity.error());
+  }
+  stages.push_back(std::move(parity).value());
   auto audit = audit_stage(o);
   if (!audit) {
     progress.clear();
@@ -375,6 +382,10 @@ Command register_gate(CLI::App& app) {
   sub->add_option("--compare-c8", o->compare_c8,
                   "a ws1-c8-execute-v2 file (e.g. upstream's H20 evidence) to compare row by row; differences "
                   "are printed and do not change the exit code");
+  sub->add_option("--model", o->model,
+                  "the parity stage's weights: synthetic:tiny | synthetic:qwen3-8b | a Hugging Face snapshot "
+                  "(verified against the manifest's pins; the WS1 chain gate)")
+      ->default_str(o->model);
   sub->add_option("--threads", o->threads, "CPU threads (0: all cores)");
   sub->add_flag("-q,--quiet", o->quiet, "no progress line and only errors on stderr");
   return {sub, [o] { return run(*o); }};

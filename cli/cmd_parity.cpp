@@ -13,6 +13,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "run_session.hpp"
+#include "parity_model.hpp"
 #include "run_support.hpp"
 #include "ws1/kv_consistency.hpp"
 #include "ws1/parity.hpp"
@@ -34,35 +35,6 @@ struct ParityOptions {
   unsigned threads = 0;
   std::vector<std::string> sweep_given;  // sweep-only options on the command line
 };
-
-constexpr std::string_view kSyntheticPrefix = "synthetic:";
-
-// A snapshot's config.json, which must be the manifest's model (no shrunk architecture, NOTES §e).
-ws1::Result<ws1::ModelConfig> snapshot_config(const std::string& model, const ws1::Manifest& m) {
-  auto config = ws1::read_hf_config(model);
-  if (!config) return config.error();
-  if (auto diff = ws1::config_difference(*config, m.model.config))
-    return ws1::bad_input(model + "/config.json", "",
-                          fmt::format("is not the manifest's model ({}): {} (exit_forbids_architecture_shrink)",
-                                      m.model.model_id, *diff));
-  return config;
-}
-
-// --model: synthetic weights from the manifest seed, or a snapshot verified against the
-// manifest's pins.
-ws1::Result<ws1::ModelWeights> open_model(const std::string& model, const ws1::Manifest& m, unsigned threads) {
-  if (model.empty()) return ws1::bad_input("--model", "", "required: synthetic:tiny, synthetic:qwen3-8b or a snapshot directory");
-  if (model.starts_with(kSyntheticPrefix)) {
-    const std::string name = model.substr(kSyntheticPrefix.size());
-    auto config = ws1::synthetic_config(name);
-    if (!config) return config.error();
-    return ws1::synthetic_weights(*config, name, {static_cast<std::uint64_t>(m.seed), threads});
-  }
-  auto config = snapshot_config(model, m);
-  if (!config) return config.error();
-  spdlog::info("verifying {} against the manifest's pinned shard hashes", model);
-  return ws1::load_hf_checkpoint(model, m.model.weights);
-}
 
 ws1::Result<ws1::ParityFixture> open_fixture(const ParityOptions& o, const Session& s, const ws1::ModelWeights& w,
                                              const ws1::OpContext& ctx) {
@@ -92,13 +64,6 @@ ws1::Result<ws1::OpContext> op_context(const ParityOptions& o, const Session& s)
   spdlog::warn("rms_norm order {} instead of the contract's (--rms-norm-order)", o.rms_norm_order);
   ctx.rms_norm_order = *order;
   return ctx;
-}
-
-std::string chain_kernel_id(ws1::Backend& b) {
-  std::string id;
-  for (std::string_view op : {"embedding", "rms_norm", "det_gemm", "qk_norm", "rope", "attention", "swiglu", "linear_logp"})
-    id += (id.empty() ? "" : " ") + b.kernel_id(*ws1::find_op_impl(op), ws1::Direction::kForward);
-  return id;
 }
 
 void print_table(const ws1::Cell& c, const ws1::ModelWeights& w, const ws1::ParityFixture& f,

@@ -133,7 +133,7 @@ std::string header(const Evidence& e, const HtmlOptions& o, const Summary& sum) 
       h(e.tool.name), h(e.tool.version), h(e.started), h(e.finished));
   s += "<nav><a href=\"#stages\">stages</a><a href=\"#matrix\">matrix</a><a href=\"#red\">red cells</a>"
        "<a href=\"#worst\">worst elements</a><a href=\"#accuracy\">error distributions</a>"
-       "<a href=\"#invariance\">invariance</a><a href=\"#c8\">C8 rows</a><a href=\"#environment\">environment</a></nav>"
+       "<a href=\"#invariance\">invariance</a><a href=\"#parity\">parity</a><a href=\"#c8\">C8 rows</a><a href=\"#environment\">environment</a></nav>"
        "</header>\n";
   return s;
 }
@@ -263,11 +263,46 @@ std::string bitwise_details(const Cell& c) {
   return s + "</table></details>\n";
 }
 
+// A chain_parity cell: the metrics against the contract, and |dlogp|'s distribution (mean, P99,
+// P99.9, max over the active tokens) on the error chart's log scale in units of the
+// max_abs_dlogp threshold.
+std::string parity_details(const Cell& c) {
+  std::optional<double> limit;
+  AccuracyTensor d;
+  d.name = "|dlogp|";
+  for (const MetricResult& m : c.metrics) {
+    if (m.name == "max_abs_dlogp") {
+      d.abs_error.max = m.value;
+      limit = m.threshold;
+    }
+    if (m.name == "mean_abs_dlogp") d.abs_error.mean = m.value;
+    if (m.name == "p99_abs_dlogp") d.abs_error.p99 = m.value;
+    if (m.name == "p999_abs_dlogp") d.abs_error.p999 = m.value;
+    if (m.name == "active_tokens") d.numel = static_cast<std::int64_t>(m.value);
+  }
+  if (limit && d.abs_error.max > *limit) d.violations = 1;
+  std::string s = details_open(c, fmt::format("max |dlogp| {} over {} tokens", num(d.abs_error.max), d.numel)) +
+                  cell_context(c) + "<p>" + report::error_chart_svg(d, limit) +
+                  " &bull; mean, | P99, | P99.9, &diams; max; dashed: the max_abs_dlogp threshold</p>\n" +
+                  "<table><tr><th>metric</th><th>value</th><th>threshold</th><th></th><th>source</th></tr>\n";
+  for (const MetricResult& m : c.metrics) {
+    const bool ok = !m.threshold || m.value <= *m.threshold;
+    s += fmt::format("<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"{}\">{}</td>"
+                     "<td class=\"mono\">{}</td></tr>\n",
+                     h(m.name), num(m.value), m.threshold ? num(*m.threshold) : "-",
+                     m.threshold ? (ok ? "s-green" : "s-red") : "", m.threshold ? (ok ? "pass" : "FAIL") : "reported",
+                     h(m.source));
+  }
+  return s + "</table></details>\n";
+}
+
 std::string cells_sections(const Evidence& e) {
-  std::string acc, inv;
+  std::string acc, inv, par;
   for (const Cell& c : e.cells) {
     if (is_accuracy(c.judgment))
       acc += accuracy_details(c);
+    else if (c.judgment == Judgment::kChainParity)
+      par += parity_details(c);
     else
       inv += bitwise_details(c);
   }
@@ -277,7 +312,11 @@ std::string cells_sections(const Evidence& e) {
          "element (orange, where rtol adds to it). Red cells are open.</p>\n" +
          (acc.empty() ? "<p>No accuracy cells.</p>\n" : acc) +
          "</section>\n<section id=\"invariance\"><h2>Invariance: raw-bit comparisons</h2>\n" +
-         (inv.empty() ? "<p>No invariance cells.</p>\n" : inv) + "</section>\n";
+         (inv.empty() ? "<p>No invariance cells.</p>\n" : inv) +
+         "</section>\n<section id=\"parity\"><h2>Chain parity: teacher forcing against rollout decode</h2>\n"
+         "<p class=\"muted\">d = lhs &minus; rhs per active token (the contract's dlogp_definition); the gated "
+         "metrics against their thresholds, the rest reported.</p>\n" +
+         (par.empty() ? "<p>No parity cells.</p>\n" : par) + "</section>\n";
 }
 
 // ---- C8 rows and environment ----

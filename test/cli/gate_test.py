@@ -166,7 +166,8 @@ class GateSmoke(unittest.TestCase):
         self.assertIn(self.rc, (0, 1), self.stdout + self.stderr)
         self.assertEqual(sorted(os.listdir(self.out)), sorted(OUTPUTS))
         self.assertEqual(self.stderr, "")  # -q, and nothing went wrong
-        self.assertIn("parity: not built", self.stdout)
+        self.assertRegex(self.stdout, r"(?m)^parity: passed \(manifest protocol \(27 active tokens\), synthetic:tiny "
+                                      r"\(synthetic weights: not the WS1 chain gate\): 1 of 1 backends green\)")
         self.assertRegex(self.stdout, r"(?m)^audit: (passed|failed) \(\d+ rows: ")
         c8 = load_json(os.path.join(self.out, "c8-execute.json"))
         red = (self.evidence["summary"]["red"] > 0
@@ -189,8 +190,14 @@ class GateSmoke(unittest.TestCase):
     def test_evidence_holds_every_judgment(self):
         e = self.evidence
         judged = {(c["op"], c["judgment"]) for c in e["cells"]}
-        ops = {c["op"] for c in e["cells"]}
+        ops = {c["op"] for c in e["cells"]} - {"qwen3_dense_chain"}
         self.assertEqual(len(ops), 13)
+        # The parity stage's cell: the manifest protocol on the tiny synthetic chain, d == 0.
+        chain = [c for c in e["cells"] if c["judgment"] == "chain_parity"]
+        self.assertEqual([c["id"] for c in chain], ["chain/chain_parity/manifest/synthetic:tiny/cpu_bf16"])
+        self.assertEqual(chain[0]["verdict"], "green")
+        metrics = {m["name"]: m["value"] for m in chain[0]["metrics"]}
+        self.assertEqual((metrics["max_abs_dlogp"], metrics["active_tokens"]), (0, 27))
         for op in ops:
             for j in ("forward_accuracy", "gradient_accuracy", "forward_invariance", "gradient_invariance"):
                 self.assertIn((op, j), judged)
@@ -213,7 +220,8 @@ class GateSmoke(unittest.TestCase):
         stages = [s for s in root.findall("testsuite") if s.get("name").endswith(".stages")]
         self.assertEqual(len(stages), 1)
         parity = [c for c in stages[0].findall("testcase") if c.get("name") == "parity"]
-        self.assertIn("not built", parity[0].find("skipped").get("message"))
+        self.assertIsNone(parity[0].find("skipped"))  # parity ran
+        self.assertIsNone(parity[0].find("failure"))  # and passed
 
     def test_c8_rows_have_the_h20_keys(self):
         ours = load_json(os.path.join(self.out, "c8-execute.json"))
@@ -250,6 +258,12 @@ class GateSmoke(unittest.TestCase):
         s = self.evidence["summary"]
         self.assertIn(f'data-green="{s["green"]}" data-red="{s["red"]}" data-na="{s["na"]}" '
                       f'data-total="{s["total"]}"', text)
+        # The parity section: the chain cell with its |dlogp| chart and metric table.
+        parity = text[text.index('<section id="parity">'):]
+        parity = parity[:parity.index("</section>")]
+        self.assertIn("chain/chain_parity/manifest/synthetic:tiny/cpu_bf16", parity)
+        self.assertIn("<svg class=\"chart\"", parity)
+        self.assertIn("<td>max_abs_dlogp</td>", parity)
 
     def test_html_renders_in_headless_chromium(self):
         chromium = find_chromium()
@@ -266,7 +280,7 @@ class GateSmoke(unittest.TestCase):
         s = self.evidence["summary"]
         self.assertEqual(dom.ready, "1", "the page's script did not run to its end")
         self.assertEqual(dom.squares, {"green": s["green"], "red": s["red"], "na": s["na"]})
-        self.assertEqual(dom.rows, 13)  # one heat-map row per op on the one backend
+        self.assertEqual(dom.rows, 14)  # one heat-map row per op on the one backend, and the chain
         r = dom.rendered
         self.assertEqual((int(r["data-green"]), int(r["data-red"]), int(r["data-na"]), int(r["data-total"])),
                          (s["green"], s["red"], s["na"], s["total"]))
@@ -344,7 +358,7 @@ class GateRed(unittest.TestCase):
             self.assertEqual(sorted(os.listdir(out)), sorted(OUTPUTS))
             e = load_json(os.path.join(out, "gate.json"))
             self.assertGreater(e["summary"]["red"], 0)
-            self.assertEqual({c["op"] for c in e["cells"]}, {"rms_norm", "silu"})
+            self.assertEqual({c["op"] for c in e["cells"]}, {"rms_norm", "silu", "qwen3_dense_chain"})
             for c in e["cells"]:
                 if c["verdict"] == "red":
                     self.assertTrue(c["judgment"].endswith("_accuracy"), c["id"])

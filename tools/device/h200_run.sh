@@ -3,7 +3,7 @@
 # .device/bin: ws1check, test_gpu; Debian libraries in .device/debs; ../shared/device/README.md).
 #   bash tools/device/h200_run.sh STEP...
 #   STEP: env suite suite-real determinism-real sanitizer evidence bench parity-manifest
-#         parity-sweep triton-smoke triton-evidence
+#         parity-sweep parity-kv triton-smoke triton-evidence audit gate-smoke gate-real
 # The parity steps run synthetic:qwen3-8b (36 layers, real dims) on cuda_bf16 in both rms_norm
 # orders (PARITY_ORDERS="kernel" or "hf" for one; PARITY_TIMEOUT bounds each run, s); their
 # artifacts are packed into $OUT/parity-<step>.tgz (few files come back).
@@ -56,6 +56,13 @@ for s in "$@"; do
       step invariance $BIN/ws1check invariance --op all --transform all --direction both \
         --backend cuda_bf16 --workload $REAL --out "$OUT" ;;
     bench) step bench $BIN/ws1check bench --op all --out "$OUT" ;;
+    parity-kv) step parity-kv $BIN/ws1check parity --fixture kv --backend cuda_bf16 --strict --out "$OUT" ;;
+    audit) step audit $BIN/ws1check audit ;;
+    gate-smoke|gate-real)
+      W=fixtures/ws1-smoke.json
+      [ $s = gate-real ] && W=$REAL
+      step $s $BIN/ws1check gate --backends cuda_bf16,triton_cuda_bf16 --workload $W --out /tmp/ws1-$s -q
+      tar czf "$OUT/$s.tgz" -C /tmp ws1-$s ;;
     parity-manifest|parity-sweep)
       P=/tmp/ws1-parity/$s
       mkdir -p $P
