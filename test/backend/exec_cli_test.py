@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The external-candidate protocol end to end (docs/external-backend.md), without a GPU:
 `exec:ws1check worker` gives cpu_bf16's cells; the minimal numpy worker is green where it serves
-and red where it does not; the triton worker without kernels is red "not provided"; each planted
-faulty worker of test/data/exec_workers fails exactly as the protocol says (exit 3 at the
-handshake, a red cell after it), within its time-out, leaving no process and no file behind.
+and red where it does not; the triton worker whose kernels do not load (no Triton here) is red
+"not provided"; each planted faulty worker of test/data/exec_workers fails exactly as the
+protocol says (exit 3 at the handshake, a red cell after it), within its time-out, leaving no
+process and no file behind.
 
 Usage: exec_cli_test.py WS1CHECK SOURCE_ROOT
 """
@@ -122,7 +123,8 @@ class ThroughTheProtocol(unittest.TestCase):
         finally:
             r.close()
 
-    def test_triton_worker_without_kernels_is_red_not_provided(self):
+    def test_triton_worker_whose_kernels_do_not_load_is_red_not_provided(self):
+        # No Triton on this machine: triton/ops/*.py fail to import, the worker announces no op.
         worker = f"exec:{PY} {shlex.quote(src('triton/ws1_worker.py'))}"
         r = Run(worker, "--op", "rms_norm", "--tier", "short")
         try:
