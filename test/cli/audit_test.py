@@ -323,6 +323,14 @@ class RepoScan(unittest.TestCase):
             validate_sarif(self, doc, os.path.join(d, "tree"))
             self.assertEqual(doc["runs"][0]["results"], [])
 
+    def test_the_projects_triton_kernels_have_no_finding(self):
+        """Issue 7: every tl.dot of triton/ pins its precision, no tolerance literal, no
+        low-precision gold, no bf16 logprob output (spec §9.7)."""
+        rc, out, err = run("audit", "--repo", src("triton"))
+        self.assertEqual(rc, 0, out + err)
+        scanned = int(re.search(r"(\d+) source files scanned, 0 findings", out).group(1))
+        self.assertGreaterEqual(scanned, 14)  # the worker, its protocol module and the 13 op modules
+
     def test_json_output(self):
         rc, out, _ = run("audit", "--repo", src("test", "data", "audit_repo"), "--json")
         self.assertEqual(rc, 1)
