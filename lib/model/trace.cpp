@@ -2,6 +2,7 @@
 // raw bits, and the first node in execution order (then the first position) where the teacher
 // forcing and the rollout decode traces differ.
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <cstring>
 
@@ -37,6 +38,9 @@ std::string_view chain_node_name(ChainNode n) {
 }
 
 std::string FirstDrift::text() const {
+  if (element < 0)
+    return fmt::format("layer {} {}, position {}: row digests differ ({} rows differ)", layer, chain_node_name(node),
+                       position, differing);
   return fmt::format("layer {} {}, position {} element {}: {} against {} ({} elements differ)",
                      layer, chain_node_name(node), position, element, lhs, rhs, differing);
 }
@@ -50,9 +54,17 @@ void Trace::record(std::int64_t layer, ChainNode node, std::int64_t first, const
   r.width = width;
   const std::size_t row_bytes = static_cast<std::size_t>(width) * dtype_size(c.dtype());
   const std::byte* src = c.raw();
-  for (std::int64_t s = 0; s < rows; ++s)
-    r.by_position[first + s].assign(src + static_cast<std::size_t>(s) * row_bytes,
-                                    src + static_cast<std::size_t>(s + 1) * row_bytes);
+  for (std::int64_t s = 0; s < rows; ++s) {
+    const std::byte* row = src + static_cast<std::size_t>(s) * row_bytes;
+    std::vector<std::byte>& kept = r.by_position[first + s];
+    if (!digest_) {
+      kept.assign(row, row + row_bytes);
+      continue;
+    }
+    const XXH64_hash_t h = XXH3_64bits(row, row_bytes);
+    kept.resize(sizeof h);
+    std::memcpy(kept.data(), &h, sizeof h);
+  }
 }
 
 namespace {
@@ -71,6 +83,22 @@ double element_value(const std::vector<std::byte>& row, DType dtype, std::int64_
 }  // namespace
 
 std::optional<FirstDrift> first_drift(const Trace& lhs, const Trace& rhs) {
+  if (lhs.digest_ || rhs.digest_) {
+    // Digest traces: the first (node, position) whose row digests differ, and how many rows do.
+    for (const auto& [key, a] : lhs.nodes_) {
+      auto it = rhs.nodes_.find(key);
+      if (it == rhs.nodes_.end()) continue;
+      std::optional<FirstDrift> found;
+      for (const auto& [pos, row_a] : a.by_position) {
+        auto rb = it->second.by_position.find(pos);
+        if (rb == it->second.by_position.end() || rb->second == row_a) continue;
+        if (!found) found = FirstDrift{key.first, static_cast<ChainNode>(key.second), pos, -1, 0, 0, 0};
+        ++found->differing;
+      }
+      if (found) return found;
+    }
+    return std::nullopt;
+  }
   for (const auto& [key, a] : lhs.nodes_) {
     auto it = rhs.nodes_.find(key);
     if (it == rhs.nodes_.end()) continue;

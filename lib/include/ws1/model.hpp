@@ -154,15 +154,25 @@ struct FirstDrift {
   std::int64_t layer = -1;  // -1: embedding; num_hidden_layers: final_norm / logp
   ChainNode node = ChainNode::kEmbedding;
   std::int64_t position = 0;   // the first differing token position of that node
-  std::int64_t element = 0;    // the first differing element of that row
-  std::int64_t differing = 0;  // differing elements of that node, all positions
+  std::int64_t element = 0;    // the first differing element of that row; -1: digests only
+  std::int64_t differing = 0;  // differing elements (digest traces: rows) of that node, all positions
   double lhs = 0, rhs = 0;     // the values at (position, element)
   std::string text() const;    // "layer 0 attention, position 8 element 3: 0.125 against 0.1249"
 };
 
-// Every node's output rows by token position, as raw bits (what the two paths compare).
+// Every node's output rows by token position, as raw bits (what the two paths compare), or, in
+// digest mode, as one XXH3-64 digest per row: at the 8B dims a full trace is ~0.5 GB per side
+// and sequence, a digest trace ~0.5 MB, enough to say whether and where two paths differ (the
+// element detail then comes from a full trace of the rerun).
 class Trace {
  public:
+  Trace() = default;
+  static Trace digests() {
+    Trace t;
+    t.digest_ = true;
+    return t;
+  }
+  bool digest_only() const { return digest_; }
   // Rows [first, first + rows) of node (layer, node): `t` holds one row per position in its
   // first dimension (bf16 or float32).
   void record(std::int64_t layer, ChainNode node, std::int64_t first, const Tensor& t);
@@ -177,6 +187,7 @@ class Trace {
     std::map<std::int64_t, std::vector<std::byte>> by_position;
   };
   std::map<std::pair<std::int64_t, int>, Rows> nodes_;  // (layer, node) in execution order
+  bool digest_ = false;
 };
 std::optional<FirstDrift> first_drift(const Trace& lhs, const Trace& rhs);
 
