@@ -26,6 +26,7 @@ struct AccuracyOptions {
   std::string op = "all", direction = "fwd", tier = "all";
   std::string backend, contract, workload, out = "ws1check-out";
   std::string inputs, dump;
+  std::string reference;
   bool json = false;
   bool tier_given = false;
   unsigned threads = 0;
@@ -137,7 +138,7 @@ int run(const AccuracyOptions& o) {
     user = std::move(in).value();
   }
 
-  auto session = open_session({o.backend, o.contract, o.workload, o.threads});
+  auto session = open_session({o.backend, o.contract, o.workload, o.threads, o.reference});
   if (!session) return report(session.error());
   Session& s = **session;
   std::unique_ptr<DumpWriter> dump;
@@ -194,6 +195,10 @@ Command register_accuracy(CLI::App& app) {
                   "'__'>.safetensors): in.<name> inputs (dy.* included), cand.<name> candidate "
                   "and ref.<name> FP32 reference outputs or gradients, ws1.* metadata; replay "
                   "one with --inputs");
+  sub->add_option("--reference", o->reference,
+                  "where the FP32 references are computed: cpu (each op's own) | cuda_fp32 (det_gemm and lm_head "
+                  "through cuBLAS FP32, pedantic math; the rest on the CPU)")
+      ->default_str("cpu");
   add_run_options(sub, o->backend, o->contract, o->workload, o->out, o->json, o->threads);
   return {sub, [o, tier] {
             o->tier_given = tier->count() > 0;

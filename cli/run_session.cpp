@@ -28,6 +28,10 @@ ws1::Result<std::unique_ptr<Session>> open_session(const SessionOptions& o) {
   s->evidence.workload = {m.file, m.workload_id, m.version, m.identity_sha256};
 
   s->run = ws1::make_run_context(s->contract, m, *s->workload.lock, s->backend->name(), o.threads);
+  auto reference = open_reference(o.reference, gpu);
+  if (!reference) return reference.error();
+  s->reference = std::move(reference).value();
+  s->run.reference = s->reference.get();
   for (const auto& a : s->run.assumptions) spdlog::warn("{}", a);
   return s;
 }

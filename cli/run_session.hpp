@@ -17,6 +17,7 @@ namespace ws1cli {
 struct SessionOptions {
   std::string backend, contract, workload;
   unsigned threads = 0;
+  std::string reference;  // --reference: "" or cpu (each op's CPU reference), cuda_fp32
 };
 
 struct Session {
@@ -24,6 +25,7 @@ struct Session {
   WorkloadContext workload;
   ws1::Evidence evidence;
   std::unique_ptr<ws1::Backend> backend;
+  std::unique_ptr<ws1::ReferenceEngine> reference;  // null: the CPU references
   ws1::RunContext run;  // points into contract and workload: a Session does not move
   Session() = default;
   Session(const Session&) = delete;

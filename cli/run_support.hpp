@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ws1/backend.hpp"
+#include "ws1/reference.hpp"
 #include "ws1/evidence.hpp"
 #include "ws1/op.hpp"
 
@@ -27,6 +28,10 @@ ws1::Result<std::vector<const ws1::Op*>> select_ops(const std::string& op);
 // The backend asked for, or the default: cuda_bf16 when a GPU is present and built, else
 // cpu_bf16 (said on stderr). Asking for a GPU backend without a device is exit 3.
 ws1::Result<std::unique_ptr<ws1::Backend>> open_backend(const std::string& name, bool gpu_present);
+
+// --reference: "" or "cpu" -> nullptr (each op's CPU reference); "cuda_fp32" -> the GPU engine
+// (ws1cuda/cuda_reference.hpp; exit 3 without a device or a CUDA build); else bad input.
+ws1::Result<std::unique_ptr<ws1::ReferenceEngine>> open_reference(const std::string& name, bool gpu_present);
 
 // Finishes `evidence` (time), writes `<out>/<name>.json` atomically, prints the table (or the
 // artifact with --json) and returns 0 when no cell is red, 1 otherwise.

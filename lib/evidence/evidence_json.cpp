@@ -142,6 +142,10 @@ json cell_json(const Cell& c) {
       {"cublas_math_mode",
        c.readback.cublas_math_mode ? json(*c.readback.cublas_math_mode) : json(nullptr)},
       {"autocast", c.readback.autocast}};
+  j["reference"] = c.reference ? json{{"engine", c.reference->engine},
+                                      {"math_mode", c.reference->math_mode ? json(*c.reference->math_mode)
+                                                                           : json(nullptr)}}
+                              : json(nullptr);
   if (c.threshold) {
     j["threshold"] = json{{"mode", threshold_mode_name(c.threshold->mode)},
                           {"atol", opt_num(c.threshold->atol)},

@@ -79,9 +79,17 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
 
   // The reference first: a reference that fails or has the wrong dtype is our error, not the
   // candidate's (spec §9.3: provenance is checked on every path).
-  auto reference = backward ? op.reference_backward(inputs, run.op_context)
-                            : op.reference_forward(inputs, run.op_context);
-  if (!reference) return against_source(reference.error(), in, op);
+  Result<ReferenceResult> gold = [&]() -> Result<ReferenceResult> {
+    if (run.reference == nullptr) {
+      static const std::unique_ptr<ReferenceEngine> cpu = make_cpu_reference();
+      return backward ? cpu->backward(op, inputs, run.op_context) : cpu->forward(op, inputs, run.op_context);
+    }
+    return backward ? run.reference->backward(op, inputs, run.op_context)
+                    : run.reference->forward(op, inputs, run.op_context);
+  }();
+  if (!gold) return against_source(gold.error(), in, op);
+  cell.reference = gold->provenance;
+  const Result<Tensors> reference = std::move(gold->tensors);
   if (keep != nullptr) *keep = CellTensors{{}, *reference};
   auto candidate = backward ? backend.backward(op, inputs, run.op_context)
                             : backend.forward(op, inputs, run.op_context);

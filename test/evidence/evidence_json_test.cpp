@@ -157,7 +157,7 @@ TEST_CASE("evidence: full artifact round-trips through simdjson", "[evidence]") 
   element green = at(cells, 0), red = at(cells, 1), na = at(cells, 2), chain = at(cells, 3);
   CHECK(keys(green) == std::vector<std::string>{
                            "id", "op", "op_class", "judgment", "direction", "tier", "transform",
-                           "backend", "kernel_id", "fixture", "dtypes", "readback", "threshold",
+                           "backend", "kernel_id", "fixture", "dtypes", "readback", "reference", "threshold",
                            "verdict", "reason", "tensors", "metrics"});
   CHECK(str(at(green, "id")) == e.cells[0].id);
   CHECK(str(at(green, "op")) == "rms_norm");

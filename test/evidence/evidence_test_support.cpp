@@ -34,6 +34,8 @@ Evidence sample_evidence() {
                              {{"x", DType::kBF16, {4, 27, 4096}}, {"w", DType::kBF16, {4096}}}};
   green.dtypes = {DType::kBF16, DType::kF32};
   green.readback = {false, std::string("CUBLAS_PEDANTIC_MATH"), std::string(kAutocastNotApplicable)};
+  green.reference = ws1::ReferenceProvenance{"cuda_fp32 (cublasSgemm on bf16 operands widened to FP32)",
+                                             std::string("CUBLAS_PEDANTIC_MATH")};
   green.threshold = CellThreshold{ThresholdMode::kTolerance, 0.05, 0.02,
                               "judgments.forward_accuracy.by_op_class.reduction.bfloat16"};
   green.verdict = Verdict::kGreen;

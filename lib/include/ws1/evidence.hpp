@@ -161,6 +161,12 @@ struct MetricResult {
   std::string source;  // contract path of the threshold, empty when reported only
 };
 
+// Where an accuracy cell's FP32 reference came from (ws1/reference.hpp).
+struct ReferenceProvenance {
+  std::string engine;                    // "cpu_fp32 (lib/ops reference)", "cuda_fp32 (...)"
+  std::optional<std::string> math_mode;  // the cuBLAS math mode read back where cuBLAS ran
+};
+
 // One judgment cell: (op, judgment, direction, transform, backend) on a tier.
 struct Cell {
   std::string id;
@@ -174,6 +180,7 @@ struct Cell {
   std::optional<FixtureRef> fixture;  // required unless N/A
   CellDTypes dtypes;
   RuntimeReadback readback;
+  std::optional<ReferenceProvenance> reference;  // accuracy cells: who computed the gold
   std::optional<CellThreshold> threshold;  // required unless N/A
   Verdict verdict = Verdict::kNa;
   std::string reason;  // required for red and N/A

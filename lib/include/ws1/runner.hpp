@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ws1/backend.hpp"
+#include "ws1/reference.hpp"
 #include "ws1/contract.hpp"
 #include "ws1/evidence.hpp"
 #include "ws1/fixture.hpp"
@@ -28,6 +29,9 @@ struct RunContext {
   OpContext op_context;
   std::string expected_backend;       // the profile asked for
   std::string arch;                   // contract arch override key ("sm90"), empty on the CPU
+  // Where accuracy references are computed (ws1/reference.hpp); nullptr: each op's CPU
+  // reference. Not owned.
+  ReferenceEngine* reference = nullptr;
   // Declarations the contract did not carry, and the value used instead (for the log and the
   // evidence): e.g. "ws1check_declarations.rms_norm_rounding: undeclared, using kernel order".
   std::vector<std::string> assumptions;

@@ -1,0 +1,86 @@
+// The cuda_fp32 reference engine (ws1cuda/cuda_reference.hpp) against the CPU references: on
+// every det_gemm and lm_head fixture of the workload (WS1_GPU_WORKLOAD), forward and backward,
+// each FP32 output within the contract's float32 row of the op's class (the two differ only in
+// FP32 summation order), with cuBLAS pedantic math read back; and accuracy cells computed with it
+// reach the same verdicts as with the CPU references (the known-red list included).
+#include "gpu_test_support.hpp"
+#include "ws1/judge.hpp"
+
+#include <set>
+#include "ws1cuda/cuda_reference.hpp"
+
+using namespace ws1;
+
+namespace {
+
+ReferenceEngine& cuda_reference() {
+  static std::unique_ptr<ReferenceEngine> e = [] {
+    auto r = ws1cuda::make_cuda_fp32_reference();
+    if (!r) FAIL(r.error().message());
+    return std::move(r).value();
+  }();
+  return *e;
+}
+
+}  // namespace
+
+TEST_CASE("cuda_fp32 references agree with the CPU references within the float32 rows", "[gpu][reference]") {
+  const test::Workload& w = test::workload(test::gpu_workload_name());
+  const RunContext run = test::cuda_run_context(w);
+  auto cpu = make_cpu_reference();
+  int compared = 0;
+  for (const FixtureSpec& spec : w.catalogue) {
+    if (spec.op != "det_gemm" && spec.op != "lm_head") continue;
+    if (spec.tier == Tier::kInvariance) continue;
+    const Op& op = *find_op_impl(spec.op);
+    FixtureGenerator gen;
+    auto in = generated_inputs(run, gen, spec);
+    REQUIRE(in.ok());
+    for (bool backward : {false, true}) {
+      INFO(spec.id << (backward ? " backward" : " forward"));
+      auto g = backward ? cuda_reference().backward(op, in->tensors, run.op_context)
+                        : cuda_reference().forward(op, in->tensors, run.op_context);
+      auto c = backward ? cpu->backward(op, in->tensors, run.op_context) : cpu->forward(op, in->tensors, run.op_context);
+      REQUIRE(g.ok());
+      REQUIRE(c.ok());
+      CHECK(g->provenance.engine.rfind("cuda_fp32", 0) == 0);
+      CHECK(g->provenance.math_mode == std::optional<std::string>("CUBLAS_PEDANTIC_MATH"));
+      const Judgment j = backward ? Judgment::kGradientAccuracy : Judgment::kForwardAccuracy;
+      auto row = w.contract.threshold(j, op_class_for(run, op), ContractDType::kFloat32, run.arch);
+      REQUIRE(row.ok());
+      REQUIRE(row->tolerance.has_value());
+      REQUIRE(g->tensors.size() == c->tensors.size());
+      for (std::size_t i = 0; i < c->tensors.size(); ++i) {
+        const Tensor* mine = find_tensor(g->tensors, c->tensors[i].name);
+        REQUIRE(mine != nullptr);
+        auto t = judge_accuracy(w.contract, op.name(), c->tensors[i].name, *mine, c->tensors[i].tensor, *row->tolerance);
+        REQUIRE(t.ok());
+        INFO(c->tensors[i].name << ": worst |err|/allowed " << (t->worst ? t->worst->margin : 0.0));
+        CHECK(passed(*t));
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared > 0);
+}
+
+TEST_CASE("accuracy cells with the cuda_fp32 references: the same verdicts, the engine recorded", "[gpu][reference]") {
+  const test::Workload& w = test::workload(test::gpu_workload_name());
+  RunContext run = test::cuda_run_context(w);
+  const std::set<std::string> known = test::known_red(test::gpu_workload_name());
+  run.reference = &cuda_reference();
+  for (const FixtureSpec& spec : w.catalogue) {
+    if (spec.op != "det_gemm" && spec.op != "lm_head") continue;
+    if (spec.tier == Tier::kInvariance) continue;
+    for (Judgment j : {Judgment::kForwardAccuracy, Judgment::kGradientAccuracy}) {
+      FixtureGenerator gen;
+      auto cell = run_accuracy_cell(run, gen, test::cuda_backend(), *find_op_impl(spec.op), j, spec);
+      REQUIRE(cell.ok());
+      INFO(cell->id << ": " << cell->reason);
+      REQUIRE(cell->reference.has_value());
+      CHECK(cell->reference->engine.rfind("cuda_fp32", 0) == 0);
+      const std::string key = std::string(contract_name(j)) + "/" + spec.id;
+      CHECK((cell->verdict == Verdict::kRed) == (known.count(key) > 0));
+    }
+  }
+}
