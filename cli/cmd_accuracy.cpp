@@ -196,8 +196,8 @@ Command register_accuracy(CLI::App& app) {
                   "and ref.<name> FP32 reference outputs or gradients, ws1.* metadata; replay "
                   "one with --inputs");
   sub->add_option("--reference", o->reference,
-                  "where the FP32 references are computed: cpu (each op's own) | cuda_fp32 (det_gemm and lm_head "
-                  "through cuBLAS FP32, pedantic math; the rest on the CPU)")
+                  "where the FP32 references are computed: cpu (each op's lib/ops reference) | cuda_fp32 (every op "
+                  "on the GPU: FP32 kernels, GEMMs through cuBLAS FP32 with pedantic math)")
       ->default_str("cpu");
   add_run_options(sub, o->backend, o->contract, o->workload, o->out, o->json, o->threads);
   return {sub, [o, tier] {

@@ -2,11 +2,13 @@
 // after warm-up, L2 flushed between runs, host copies excluded), next to two ceilings measured
 // in the same run: device copy bandwidth and cuBLAS bf16 GEMM on the same shapes
 // (docs/performance.md). Inputs are the workload's primary/normal fixtures (default: the
-// 8192-token bench workload), generated but not judged.
+// 8192-token bench workload), generated but not judged. det_gemm gets a second row per
+// direction: its tensor-core variant (ws1cuda/det_gemm_tc.hpp), which the op does not run by default.
 #include <fmt/core.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -22,6 +24,7 @@
 #if WS1_HAVE_CUDA
 #include "ws1cuda/bench.hpp"
 #include "ws1cuda/cuda_backend.hpp"
+#include "ws1cuda/det_gemm_tc.hpp"
 #endif
 
 namespace ws1cli {
@@ -41,7 +44,7 @@ struct BenchOptions {
 #if WS1_HAVE_CUDA
 
 struct Row {
-  std::string op, direction, region;
+  std::string op, variant, direction, region;  // variant: "" for the op's default kernels
   double median_ms = 0, min_ms = 0, max_ms = 0;
   double bytes = 0, flops = 0;
   double cublas_ms = -1;  // same GEMM shapes through cuBLAS; < 0: not GEMM-shaped
@@ -62,6 +65,46 @@ const ws1::FixtureSpec* bench_fixture(const WorkloadContext& w, std::string_view
   return nullptr;
 }
 
+// One direction of one op variant: `run` timed inside a BenchScope, with the op's work and the
+// cuBLAS time on the same GEMM shapes.
+using RunFn = std::function<ws1::Result<ws1::Tensors>()>;
+ws1::Result<Row> time_row(const ws1::Op& op, std::string variant, bool backward, const ws1::Tensors& in,
+                          const RunFn& run, const ws1cuda::BenchSettings& settings) {
+  std::vector<ws1cuda::RegionTiming> timings;
+  ws1::Result<ws1::Tensors> out = ws1::Tensors{};
+  {
+    ws1cuda::BenchScope scope(settings);
+    out = run();
+    timings = scope.take();
+  }
+  if (!out) return out.error();
+  Row r;
+  r.op = std::string(op.name());
+  r.variant = std::move(variant);
+  r.direction = backward ? "bwd" : "fwd";
+  for (const auto& t : timings) {
+    r.region += (r.region.empty() ? "" : "+") + t.region;
+    r.median_ms += t.median_ms();
+    r.min_ms += t.min_ms();
+    r.max_ms += t.max_ms();
+  }
+  const ws1::OpWork work = op.work(in, backward);
+  r.bytes = work.bytes > 0 ? work.bytes : tensor_bytes(in, backward) + tensor_bytes(*out, true);
+  r.flops = work.flops();
+  if (!work.gemms.empty()) {
+    r.cublas_ms = 0;
+    for (const auto& g : work.gemms) {
+      const ws1cuda::Ceiling c = ws1cuda::measure_cublas_bf16_gemm(static_cast<int>(g.m), static_cast<int>(g.n),
+                                                                   static_cast<int>(g.k), settings);
+      if (c.value < 0) return ws1::environment_error("cuBLAS", c.error);
+      r.cublas_ms += c.median_ms;
+    }
+  }
+  if (timings.empty())
+    spdlog::warn("{} {}: no timed launch region (kernels not wrapped in launch_region)", r.op, r.direction);
+  return r;
+}
+
 ws1::Result<std::vector<Row>> bench_op(ws1::Backend& backend, const ws1::Op& op, const WorkloadContext& w,
                                        ws1::FixtureGenerator& gen, const ws1::OpContext& ctx,
                                        const BenchOptions& o, const ws1cuda::BenchSettings& settings) {
@@ -74,38 +117,19 @@ ws1::Result<std::vector<Row>> bench_op(ws1::Backend& backend, const ws1::Op& op,
   for (bool backward : {false, true}) {
     if (backward && (op.gradients().empty() || o.direction == "fwd")) continue;
     if (!backward && o.direction == "bwd") continue;
-    std::vector<ws1cuda::RegionTiming> timings;
-    ws1::Result<ws1::Tensors> out = ws1::Tensors{};
-    {
-      ws1cuda::BenchScope scope(settings);
-      out = backward ? backend.backward(op, in, ctx) : backend.forward(op, in, ctx);
-      timings = scope.take();
+    auto r = time_row(op, "", backward, in, [&] {
+      return backward ? backend.backward(op, in, ctx) : backend.forward(op, in, ctx);
+    }, settings);
+    if (!r) return r.error();
+    rows.push_back(*r);
+    // det_gemm's tensor-core variant (not the op's default; regions det_gemm_tc.*) on the same fixture.
+    if (op.name() == "det_gemm") {
+      auto tc = time_row(op, "tc", backward, in, [&] {
+        return backward ? ws1cuda::det_gemm_tensor_core_backward(in, ctx) : ws1cuda::det_gemm_tensor_core_forward(in, ctx);
+      }, settings);
+      if (!tc) return tc.error();
+      rows.push_back(*tc);
     }
-    if (!out) return out.error();
-    Row r;
-    r.op = std::string(op.name());
-    r.direction = backward ? "bwd" : "fwd";
-    for (const auto& t : timings) {
-      r.region += (r.region.empty() ? "" : "+") + t.region;
-      r.median_ms += t.median_ms();
-      r.min_ms += t.min_ms();
-      r.max_ms += t.max_ms();
-    }
-    const ws1::OpWork work = op.work(in, backward);
-    r.bytes = work.bytes > 0 ? work.bytes : tensor_bytes(in, backward) + tensor_bytes(*out, true);
-    r.flops = work.flops();
-    if (!work.gemms.empty()) {
-      r.cublas_ms = 0;
-      for (const auto& g : work.gemms) {
-        const ws1cuda::Ceiling c = ws1cuda::measure_cublas_bf16_gemm(static_cast<int>(g.m), static_cast<int>(g.n),
-                                                                     static_cast<int>(g.k), settings);
-        if (c.value < 0) return ws1::environment_error("cuBLAS", c.error);
-        r.cublas_ms += c.median_ms;
-      }
-    }
-    if (timings.empty())
-      spdlog::warn("{} {}: no timed launch region (kernels not wrapped in launch_region)", r.op, r.direction);
-    rows.push_back(r);
   }
   return rows;
 }
@@ -172,12 +196,14 @@ int run_bench(const BenchOptions& o) {
     const double s = r.median_ms * 1e-3;
     const double tbps = r.bytes / s / 1e12, tflops = r.flops / s / 1e12;
     const double ratio = r.cublas_ms > 0 ? r.cublas_ms / r.median_ms : 0.0;
-    fmt::print("{:<22}{:<5}{:>10.4f}{:>10.3f}{:>9.2f}{:>7.1f}%{:>10}{:>8}{:>12}\n", r.op, r.direction, r.median_ms,
+    const std::string label = r.variant.empty() ? r.op : r.op + " (" + r.variant + ")";
+    fmt::print("{:<22}{:<5}{:>10.4f}{:>10.3f}{:>9.2f}{:>7.1f}%{:>10}{:>8}{:>12}\n", label, r.direction, r.median_ms,
                r.bytes / 1e9, tbps, 100.0 * tbps / copy.value,
                r.flops > 0 ? fmt::format("{:.1f}", tflops) : "-",
                r.flops > 0 ? fmt::format("{:.1f}%", 100.0 * tflops / peak.value) : "-",
                r.cublas_ms > 0 ? fmt::format("{:.2f}", ratio) : "-");
-    j["rows"].push_back({{"op", r.op}, {"direction", r.direction}, {"regions", r.region},
+    j["rows"].push_back({{"op", r.op}, {"variant", r.variant.empty() ? "default" : r.variant},
+                         {"direction", r.direction}, {"regions", r.region},
                          {"median_ms", r.median_ms}, {"min_ms", r.min_ms}, {"max_ms", r.max_ms},
                          {"bytes", r.bytes}, {"flops", r.flops}, {"tbps", tbps},
                          {"pct_copy", 100.0 * tbps / copy.value},

@@ -17,7 +17,8 @@
 // deterministic, and c's / da's rows do not depend on M. The arithmetic is spelled with
 // __fmaf_rn / __fadd_rn: which operations fuse is part of the contract, not left to -fmad.
 // No tensor cores: an MMA sums its k16 products in its own order, which the declared FP32 fma
-// chain of a leaf does not allow.
+// chain of a leaf does not allow (det_gemm_tc.cu is the tensor-core variant: the same tree,
+// leaves summed by the MMA, within the contract's tolerance rather than bit-equal).
 //
 // Kernel det_gemm_leaf_kernel (forward, M <= kSkinnyRows: a decode step's one token per
 // sequence): the tiled kernel computes 64 rows per tile, so a one-row c would waste 63/64 of its
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "det_gemm.hpp"
+#include "det_gemm_tree.cuh"
 #include "gemm_tiles.cuh"
 #include "op_support.hpp"
 #include "registry.hpp"
@@ -46,49 +48,12 @@ using gemm::Major;
 using gemm::Operand;
 
 // ---- The tree plan (host) -------------------------------------------------------------------------
-
-// A leaf ending at k = hi (it starts where the previous one ended), then `merges` merges.
-struct TreeStep {
-  int hi;
-  int merges;
-};
+// TreeStep, tree_steps, round_bf16 and TreePlan live in det_gemm_tree.cuh (shared with
+// det_gemm_tc.cu); make_tree_plan is defined below, after this namespace.
 
 // Pending values per output element; the post-order stack of a mid-split tree over K < 2^31
 // holds at most 32 (one per level, plus the newest leaf).
 constexpr int kMaxStack = 32;
-
-void tree_steps(std::int64_t lo, std::int64_t hi, std::int64_t leaf, std::vector<TreeStep>& out) {
-  if (hi - lo <= leaf) {
-    out.push_back({static_cast<int>(hi), 0});
-    return;
-  }
-  const std::int64_t mid = lo + (hi - lo) / 2;
-  tree_steps(lo, mid, leaf, out);
-  tree_steps(mid, hi, leaf, out);
-  out.back().merges += 1;  // this node completes right after its right subtree
-}
-
-// The plan on the device, followed by a sentinel leaf that never ends (hi = INT_MAX).
-struct TreePlan {
-  DeviceArray<TreeStep> steps;
-};
-
-TreePlan make_tree_plan(std::int64_t K, std::int64_t leaf) {
-  std::vector<TreeStep> steps;
-  if (K > 0) tree_steps(0, K, leaf, steps);
-  int sp = 0, most = 0;
-  for (const TreeStep& s : steps) {
-    sp = sp - s.merges + 1;
-    most = std::max(most, sp);
-  }
-  ws1::ops::require(most <= kMaxStack, kOp, "k_tree_leaf",
-                    "the tree over K = " + std::to_string(K) + " needs " + std::to_string(most) +
-                        " pending values (the cuda kernel holds " + std::to_string(kMaxStack) + ")");
-  steps.push_back({INT_MAX, 0});
-  TreePlan p{DeviceArray<TreeStep>(steps.size())};
-  WS1_CUDA(cudaMemcpy(p.steps.get(), steps.data(), p.steps.bytes(), cudaMemcpyHostToDevice));
-  return p;
-}
 
 // ---- The kernel -------------------------------------------------------------------------------------
 
@@ -96,14 +61,6 @@ constexpr int kThreadsX = 16, kThreadsY = 16, kThreads = kThreadsX * kThreadsY;
 constexpr int kRM = 4, kRN = 4;                                     // elements per thread
 constexpr int kTM = kThreadsY * kRM, kTN = kThreadsX * kRN, kTK = 32;  // 64 x 64 tile, 32-wide K slices
 constexpr int kPad = 4;  // keeps float4 rows aligned; breaks the power-of-two row stride
-
-// Round to nearest even bf16 exactly as ws1::round_bf16 (a NaN keeps its sign and top payload
-// with the quiet bit set), returned as float32.
-__device__ __forceinline__ float round_bf16(float x) {
-  const unsigned b = __float_as_uint(x);
-  if (x != x) return __uint_as_float((b | 0x00400000u) & 0xFFFF0000u);
-  return __uint_as_float((b + 0x7FFFu + ((b >> 16) & 1u)) & 0xFFFF0000u);
-}
 
 // Rows [x0, x0 + X) of an operand's K slice [k0, k0 + kTK) into s[k][x] as FP32, zero outside.
 // Consecutive threads read consecutive addresses along the operand's contiguous dimension.
@@ -333,15 +290,38 @@ ws1::Result<ws1::Tensors> backward(const ws1::Tensors& in, const ws1::OpContext&
       // da[m, k] = sum over n of dy[m, n] * b[k, n]: A = dy [M][N], B = bᵀ (b is [K][N]).
       tree_gemm<Major::kK, Major::kK>(gemm::make_operand(dy.get(), e.N), gemm::make_operand(b.get(), e.N), da, e.M,
                                       e.K, e.N, over_n, "det_gemm_tree_kernel_nt");
-      // db[k, n] = sum over m of a[m, k] * dy[m, n]: A = aᵀ (a is [M][K]), B = dy [M][N].
-      tree_gemm<Major::kMN, Major::kMN>(gemm::make_operand(a.get(), e.K), gemm::make_operand(dy.get(), e.N), db,
-                                        e.K, e.N, e.M, over_m, "det_gemm_tree_kernel_tn");
+      det_gemm_naive_db(a, dy, db, e.M, e.K, e.N, over_m);
     });
     return ws1::Tensors{{"da", download_bf16(da, {e.M, e.K})}, {"db", download_bf16(db, {e.K, e.N})}};
   });
 }
 
 }  // namespace
+
+// The plan on the device, followed by a sentinel leaf that never ends (hi = INT_MAX).
+TreePlan make_tree_plan(std::int64_t K, std::int64_t leaf) {
+  std::vector<TreeStep> steps;
+  if (K > 0) tree_steps(0, K, leaf, steps);
+  int sp = 0, most = 0;
+  for (const TreeStep& s : steps) {
+    sp = sp - s.merges + 1;
+    most = std::max(most, sp);
+  }
+  ws1::ops::require(most <= kMaxStack, kOp, "k_tree_leaf",
+                    "the tree over K = " + std::to_string(K) + " needs " + std::to_string(most) +
+                        " pending values (the cuda kernel holds " + std::to_string(kMaxStack) + ")");
+  steps.push_back({INT_MAX, 0});
+  TreePlan p{DeviceArray<TreeStep>(steps.size())};
+  WS1_CUDA(cudaMemcpy(p.steps.get(), steps.data(), p.steps.bytes(), cudaMemcpyHostToDevice));
+  return p;
+}
+
+void det_gemm_naive_db(const DeviceArray<bf16>& a, const DeviceArray<bf16>& dy, DeviceArray<bf16>& db, int M, int K,
+                       int N, const TreePlan& over_m) {
+  // db[k, n] = sum over m of a[m, k] * dy[m, n]: A = aᵀ (a is [M][K]), B = dy [M][N].
+  tree_gemm<Major::kMN, Major::kMN>(gemm::make_operand(a.get(), K), gemm::make_operand(dy.get(), N), db, K, N, M,
+                                    over_m, "det_gemm_tree_kernel_tn");
+}
 
 const CudaOp& det_gemm_cuda() {
   static const CudaOp op{kOp, forward, backward, "det_gemm_tree_kernel_nn,det_gemm_leaf_kernel",

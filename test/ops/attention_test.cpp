@@ -27,13 +27,6 @@ const Op& op() {
 const std::map<std::string, std::string> kRename = {
     {"in.q", "q"}, {"in.k", "k"}, {"in.v", "v"}, {"dy.o", "dy.o"}};
 
-const Tensor& get(const Result<Tensors>& r, std::string_view name) {
-  if (!r.ok()) FAIL(r.error().message());
-  const Tensor* t = find_tensor(*r, name);
-  REQUIRE(t != nullptr);
-  return *t;
-}
-
 // Standard normal values rounded to bf16, from a fixed seed.
 Tensor random_bf16(const Shape& shape, std::uint32_t seed) {
   std::mt19937 gen(seed);

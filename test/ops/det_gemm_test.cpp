@@ -38,30 +38,6 @@ OpContext ctx_with_leaf() {
 
 const std::map<std::string, std::string> kRename = {{"in.A", "a"}, {"in.B", "b"}, {"dy.C", "dy.c"}};
 
-Tensor randn_bf16(const Shape& shape, std::uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  Tensor t(DType::kBF16, shape);
-  auto* p = t.data<std::uint16_t>();
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = to_bf16(dist(gen) * scale).bits;
-  return t;
-}
-
-std::vector<float> floats(const Tensor& t) {
-  const Tensor c = t.contiguous();
-  std::vector<float> v(static_cast<std::size_t>(c.numel()));
-  for (std::size_t i = 0; i < v.size(); ++i)
-    v[i] = c.dtype() == DType::kBF16 ? from_bf16(bf16{c.data<std::uint16_t>()[i]}) : c.data<float>()[i];
-  return v;
-}
-
-const Tensor& get(const Result<Tensors>& r, std::string_view name) {
-  REQUIRE(r.ok());
-  const Tensor* t = find_tensor(*r, name);
-  REQUIRE(t != nullptr);
-  return *t;
-}
-
 // ---- An independent, literal implementation of the declared tree (spec §9.2 k_tree_naive) ----
 // x(k) * y(k) summed over [lo, hi): slow, recursive, one output at a time.
 using Elem = std::function<float(std::int64_t)>;
@@ -111,10 +87,6 @@ std::vector<float> transpose(const std::vector<float>& v, std::int64_t R, std::i
   for (std::int64_t r = 0; r < R; ++r)
     for (std::int64_t c = 0; c < C; ++c) t[c * R + r] = v[r * C + c];
   return t;
-}
-
-bool bits_equal(const Tensor& x, const Tensor& y) {
-  return passed(judge_bitwise("t", x, y, NanPolicy::kFail));
 }
 
 // bf16(float(x) + float(y)) elementwise: the tp2 combination of two half-K results.

@@ -22,28 +22,6 @@ inline Tensor random_bf16(const Shape& shape, std::uint32_t seed, float scale = 
   return t;
 }
 
-inline Tensor i64_tensor(const Shape& shape, const std::vector<std::int64_t>& v) {
-  Tensor t(DType::kI64, shape);
-  REQUIRE(static_cast<std::int64_t>(v.size()) == t.numel());
-  std::copy(v.begin(), v.end(), t.data<std::int64_t>());
-  return t;
-}
-
-// The elements of a bf16 or f32 tensor as float32, row-major.
-inline std::vector<float> floats(const Tensor& t) {
-  const Tensor c = t.contiguous();
-  std::vector<float> v(static_cast<std::size_t>(c.numel()));
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (c.dtype() == DType::kBF16)
-      v[i] = from_bf16(bf16{c.data<std::uint16_t>()[i]});
-    else if (c.dtype() == DType::kF32)
-      v[i] = c.data<float>()[i];
-    else
-      FAIL("floats: not a bf16 or f32 tensor");
-  }
-  return v;
-}
-
 // Same dtype, shape and bytes (logical elements in row-major order).
 inline bool same_bits(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
@@ -51,14 +29,8 @@ inline bool same_bits(const Tensor& a, const Tensor& b) {
   return ca.nbytes() == cb.nbytes() && std::memcmp(ca.raw(), cb.raw(), ca.nbytes()) == 0;
 }
 
-// The tensor `name` of a successful call (a handle: it shares the result's storage, so it
-// outlives a temporary Result).
-inline Tensor output(const Result<Tensors>& r, std::string_view name) {
-  if (!r.ok()) FAIL(r.error().message());
-  const Tensor* t = find_tensor(*r, name);
-  REQUIRE(t != nullptr);
-  return *t;
-}
+// The tensor `name` of a successful call (op_test_support's get, under the name these tests use).
+inline Tensor output(const Result<Tensors>& r, std::string_view name) { return get(r, name); }
 
 // `t`'s elements rounded to bf16 (the "reference rounded once" a candidate must equal).
 inline Tensor rounded_bf16(const Tensor& f32) {

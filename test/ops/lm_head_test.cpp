@@ -29,34 +29,6 @@ const std::map<std::string, std::string> kRename = {
 // kFp32Chunk): an order, not a tolerance.
 constexpr std::int64_t kChunk = ops::gemm::kFp32Chunk;
 
-Tensor randn_bf16(const Shape& shape, std::uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  Tensor t(DType::kBF16, shape);
-  auto* p = t.data<std::uint16_t>();
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = to_bf16(dist(gen) * scale).bits;
-  return t;
-}
-
-std::vector<float> floats(const Tensor& t) {
-  const Tensor c = t.contiguous();
-  std::vector<float> v(static_cast<std::size_t>(c.numel()));
-  for (std::size_t i = 0; i < v.size(); ++i)
-    v[i] = c.dtype() == DType::kBF16 ? from_bf16(bf16{c.data<std::uint16_t>()[i]}) : c.data<float>()[i];
-  return v;
-}
-
-const Tensor& get(const Result<Tensors>& r, std::string_view name) {
-  REQUIRE(r.ok());
-  const Tensor* t = find_tensor(*r, name);
-  REQUIRE(t != nullptr);
-  return *t;
-}
-
-bool bits_equal(const Tensor& x, const Tensor& y) {
-  return passed(judge_bitwise("t", x, y, NanPolicy::kFail));
-}
-
 // out[r,c] = sum over k of x[r*K + k] * y[c*K + k] (both row-major with the reduction last),
 // each output: 32-wide fma chunks from 0.0f, chunk sums added to a total from 0.0f. With
 // `bf16_total` the total is rounded to bf16 after every chunk: the PLANTED DEFECT (a bf16
@@ -210,10 +182,10 @@ TEST_CASE("lm_head candidate is accurate against the FP32 reference (bf16 rows)"
     const auto rb = op().reference_backward(in, ctx);
     const auto cb = op().cpu_backward(in, ctx);
     for (const auto& [name, c, r, tol] :
-         {std::tuple{"logits", &get(cand, "logits"), &get(ref, "logits"), fwd_tol},
-          std::tuple{"dhidden", &get(cb, "dhidden"), &get(rb, "dhidden"), grad_tol},
-          std::tuple{"dweight", &get(cb, "dweight"), &get(rb, "dweight"), grad_tol}}) {
-      const auto j = judge_accuracy(contract(), "lm_head", name, *c, *r, tol);
+         {std::tuple{"logits", get(cand, "logits"), get(ref, "logits"), fwd_tol},
+          std::tuple{"dhidden", get(cb, "dhidden"), get(rb, "dhidden"), grad_tol},
+          std::tuple{"dweight", get(cb, "dweight"), get(rb, "dweight"), grad_tol}}) {
+      const auto j = judge_accuracy(contract(), "lm_head", name, c, r, tol);
       REQUIRE(j.ok());
       CAPTURE(name);
       CHECK(j->violations == 0);

@@ -22,28 +22,11 @@ inline const Op& op_named(std::string_view name) {
   return *o;
 }
 
-// Standard normal bf16 values times `scale` (a power of two keeps the scaling exact).
-inline Tensor randn_bf16(const Shape& shape, std::uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  Tensor t(DType::kBF16, shape);
-  auto* p = t.data<std::uint16_t>();
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = to_bf16(dist(gen) * scale).bits;
-  return t;
-}
-
 inline Tensor randn_f32(const Shape& shape, std::uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   Tensor t(DType::kF32, shape);
   for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(gen);
-  return t;
-}
-
-inline Tensor i64_tensor(const Shape& shape, const std::vector<std::int64_t>& v) {
-  Tensor t(DType::kI64, shape);
-  REQUIRE(static_cast<std::int64_t>(v.size()) == t.numel());
-  std::copy(v.begin(), v.end(), t.data<std::int64_t>());
   return t;
 }
 
@@ -57,14 +40,6 @@ inline std::vector<std::int64_t> random_targets(std::int64_t n, std::int64_t voc
 
 // A bf16 tensor widened to float32 (exact): the oracle's bf16 dy for the float32 dy.logp input.
 inline Tensor widened(const Tensor& t) { return ops::f32_tensor(t.shape(), ops::to_f32(t)); }
-
-// By value (a handle copy): callers often pass a temporary Result.
-inline Tensor get(const Result<Tensors>& r, std::string_view name) {
-  if (!r.ok()) FAIL(r.error().message());
-  const Tensor* t = find_tensor(*r, name);
-  REQUIRE(t != nullptr);
-  return *t;
-}
 
 // Rows [r0, r1) of a tensor along its first dimension, as an independent contiguous tensor.
 inline Tensor rows(const Tensor& t, std::int64_t r0, std::int64_t r1) { return t.slice(0, r0, r1).contiguous(); }

@@ -4,13 +4,19 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "test_paths.hpp"
 #include "ws1/contract.hpp"
+#include "ws1/judge.hpp"
+#include "ws1/numeric.hpp"
 #include "ws1/op.hpp"
 #include "ws1/safetensors.hpp"
 
@@ -33,6 +39,52 @@ inline Tolerance tolerance(Judgment j, std::string_view op, ContractDType dtype)
   REQUIRE(th.ok());
   REQUIRE(th->tolerance.has_value());
   return *th->tolerance;
+}
+
+// Standard normal values × scale rounded to bf16, from a fixed seed.
+inline Tensor randn_bf16(const Shape& shape, std::uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  Tensor t(DType::kBF16, shape);
+  auto* p = t.data<std::uint16_t>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = to_bf16(dist(gen) * scale).bits;
+  return t;
+}
+
+// The elements of a bf16 or f32 tensor as float32, row-major.
+inline std::vector<float> floats(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  std::vector<float> v(static_cast<std::size_t>(c.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (c.dtype() == DType::kBF16)
+      v[i] = from_bf16(bf16{c.data<std::uint16_t>()[i]});
+    else if (c.dtype() == DType::kF32)
+      v[i] = c.data<float>()[i];
+    else
+      FAIL("floats: not a bf16 or f32 tensor");
+  }
+  return v;
+}
+
+inline Tensor i64_tensor(const Shape& shape, const std::vector<std::int64_t>& v) {
+  Tensor t(DType::kI64, shape);
+  REQUIRE(static_cast<std::int64_t>(v.size()) == t.numel());
+  std::copy(v.begin(), v.end(), t.data<std::int64_t>());
+  return t;
+}
+
+// The output `name` of a call that must have succeeded (its error is the failure message). By
+// value: a Tensor is a handle sharing the result's storage, so it outlives a temporary Result.
+inline Tensor get(const Result<Tensors>& r, std::string_view name) {
+  if (!r.ok()) FAIL(r.error().message());
+  const Tensor* t = find_tensor(*r, name);
+  REQUIRE(t != nullptr);
+  return *t;
+}
+
+// Same shape, dtype and bits (the invariance comparator, NaN policy fail).
+inline bool bits_equal(const Tensor& x, const Tensor& y) {
+  return passed(judge_bitwise("t", x, y, NanPolicy::kFail));
 }
 
 // The PyTorch float64 oracle file of `op` (../shared/oracle/pytorch-fp64/), if present.

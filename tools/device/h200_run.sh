@@ -4,6 +4,7 @@
 #   bash tools/device/h200_run.sh STEP...
 #   STEP: env suite suite-real determinism-real sanitizer evidence bench parity-manifest
 #         parity-sweep parity-kv triton-smoke triton-evidence audit gate-smoke gate-real
+#         bench-det-gemm reference det-gemm-tc evidence-gpuref
 # The parity steps run synthetic:qwen3-8b (36 layers, real dims) on cuda_bf16 in both rms_norm
 # orders (PARITY_ORDERS="kernel" or "hf" for one; PARITY_TIMEOUT bounds each run, s); their
 # artifacts are packed into $OUT/parity-<step>.tgz (few files come back).
@@ -56,6 +57,14 @@ for s in "$@"; do
       step invariance $BIN/ws1check invariance --op all --transform all --direction both \
         --backend cuda_bf16 --workload $REAL --out "$OUT" ;;
     bench) step bench $BIN/ws1check bench --op all --out "$OUT" ;;
+    bench-det-gemm) step bench-det-gemm $BIN/ws1check bench --op det_gemm --out "$OUT" ;;
+    reference) step reference env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu "[reference]" ;;
+    det-gemm-tc) step det-gemm-tc env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu "[det_gemm_tc]" ;;
+    evidence-gpuref)
+      # The real-width accuracy run with the golds from the cuda_fp32 engine (the ops it computes on
+      # the device; the rest on the host); each cell records its engine.
+      step accuracy-gpuref $BIN/ws1check accuracy --op all --direction both --tier all --backend cuda_bf16 \
+        --reference cuda_fp32 --workload $REAL --out "$OUT/gpuref" ;;
     parity-kv) step parity-kv $BIN/ws1check parity --fixture kv --backend cuda_bf16 --strict --out "$OUT" ;;
     audit) step audit $BIN/ws1check audit ;;
     gate-smoke|gate-real)

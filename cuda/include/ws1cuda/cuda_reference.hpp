@@ -8,10 +8,10 @@
 
 namespace ws1cuda {
 
-// det_gemm and lm_head (forward and backward) through cuBLAS FP32 (cublasSgemm on operands
-// widened exactly from bf16, CUBLAS_PEDANTIC_MATH set and read back: no TF32, no reduced-
-// precision reduction); every other op through the CPU engine. Fails (environment error, exit 3)
-// without a usable device or cuBLAS handle.
+// The ops of cuda/reference/*_refs.cu computed on the device in FP32 (own FP32 kernels; GEMMs
+// through cublasSgemm on operands widened exactly from bf16, CUBLAS_PEDANTIC_MATH set and read
+// back: no TF32, no reduced-precision reduction); every other op through the CPU engine. Fails
+// (environment error, exit 3) without a usable device or cuBLAS handle.
 ws1::Result<std::unique_ptr<ws1::ReferenceEngine>> make_cuda_fp32_reference();
 
 }  // namespace ws1cuda

@@ -1,0 +1,327 @@
+// det_gemm's tensor-core variant on cuda_bf16 (ws1cuda/det_gemm_tc.hpp): the declared tree of
+// det_gemm.cu (spec §9.2 Option B, det_gemm_tree.cuh) with each leaf's FP32 sum from mma.sync.
+//
+// Applies when the tree over the reduction length R is regular (det_gemm_regular_tree): 2^d
+// leaves of one width w (w % 8 == 0, w <= 32, d <= 10), so leaf j is k in [j*w, (j+1)*w), its
+// start 16-byte aligned, and the post-order merges form a binary counter over the leaf index.
+// Everything else runs det_gemm's naive kernels (det_gemm.cu). The choice depends on R and the
+// leaf width only, never on M.
+//
+// Kernel det_gemm_tc_kernel<LB, kDepth>: a block of 256 threads owns a 64 x 64 tile of c; each
+// of its 8 warps owns 32 x 16 (2 x 2 m16n8 tiles: 16 accumulators per thread). The block walks
+// the leaves in k order, one leaf per 32-wide shared-memory slice (4-stage cp.async pipeline,
+// gemm_tiles.cuh's loader and swizzle), k past the leaf's end zero-filled, so a leaf of 24 is
+// summed as two k16 steps whose last 8 products are exact zeros (0 * 0: no NaN from the next
+// leaf's data). Per leaf and output element:
+//   acc = 0; acc += the leaf's k16 steps in increasing k (mma.sync m16n8k16 bf16 -> f32, the
+//   16 products of a step summed in the tensor core's fixed internal order); leaf = bf16(acc)
+// then, the leaf being number j (0-based), its post-order merges: for each level l = 0, 1, ...
+// while bit l of j is set, leaf = bf16(float(pending[l]) + float(leaf)) (pending[l], the
+// completed left subtree of 2^l leaves, is the left operand), then pending[l] = leaf at the
+// first clear bit. After the last leaf (j = 2^d - 1) the carried value is the root. Rounding
+// is round_bf16 (RNE, the CPU's NaN rule) and each add is __fadd_rn, as in the naive kernels;
+// only the order inside a leaf differs from them (the MMA's, not the fma chain's).
+// The pending values stay in registers as bf16 pairs: stack[kDepth][8] words, indexed only by
+// the unrolled level loop; kDepth (7, 9 or 10) is the smallest instantiation >= d. ptxas (sm_90):
+// 112 / 114 registers at kDepth 7 (NN / NT), 128 at 9, 137 / 140 at 10 (one block per SM
+// there), no stack frame, no spills.
+//
+// Deterministic and invariant: no atomics, no split-K; an element's arithmetic involves only its
+// row of A and its column of B (rows past M and columns past N are zero-filled, each output
+// element is its own MMA lane value), so rows of c do not depend on M or the tile position; the
+// tree is the declared one over the whole R, so its root is bf16(left half + right half) of the
+// two half-R trees (TP2).
+#include <algorithm>
+#include <bit>
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "det_gemm.hpp"
+#include "det_gemm_tc.hpp"
+#include "det_gemm_tree.cuh"
+#include "gemm_tiles.cuh"
+#include "op_support.hpp"
+#include "registry.hpp"
+#include "ws1cuda/det_gemm_tc.hpp"
+#include "ws1cuda/device_array.cuh"
+#include "ws1cuda/launch_region.cuh"
+
+namespace ws1cuda {
+namespace {
+
+constexpr std::string_view kOp = "det_gemm";
+using gemm::Major;
+using gemm::Operand;
+
+// ---- Geometry ---------------------------------------------------------------------------------------
+
+constexpr int kBM = 64, kBN = 64;            // block tile of c
+constexpr int kBK = gemm::MmaTile::kBK;      // 32: one leaf (at most 32 wide) per slice
+constexpr int kWarpsM = 2, kWarpsN = 4, kThreads = 32 * kWarpsM * kWarpsN;
+constexpr int kWM = kBM / kWarpsM, kWN = kBN / kWarpsN;  // 32 x 16 per warp
+constexpr int kMT = kWM / 16, kNT = kWN / 8;              // 2 x 2 mma tiles per warp
+constexpr int kWords = kMT * kNT * 2;                     // bf16 pairs per thread (c0c1, c2c3)
+constexpr int kStages = 4;
+constexpr int kStageElems = (kBM + kBN) * kBK;            // 8 KiB per stage
+static_assert(kThreads == gemm::MmaTile::kThreads, "gemm::load_tile strides by MmaTile::kThreads");
+static_assert(kNT == 2, "one ldmatrix.x4 gives a warp's two n8 tiles of B");
+static_assert(kBK == 32 && kDetGemmTcMaxDepth <= 30, "a leaf fits one slice; the leaf count fits an int");
+
+// ---- Fragments (layouts of gemm_tiles.cuh, for this kernel's tile widths) -----------------------------
+
+// A fragment (rows m_base..+15, k kk..+15) of the A tile: A is always K-major here (a [M][K] in
+// the forward, dy [M][N] for da).
+__device__ __forceinline__ void load_a(unsigned (&a)[4], const bf16* s, int m_base, int kk) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, j = lane >> 3, r = lane & 7;
+  // Matrices 0..3: (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15).
+  gemm::ldmatrix_x4(a, s + gemm::chunk_offset<Major::kK, kBM>(m_base + r + 8 * (j & 1), kk + 8 * (j >> 1)));
+}
+
+// B fragments of two n8 tiles (columns n_base..+15, k kk..+15): b[0], b[1] for columns
+// n_base..+7, b[2], b[3] for n_base+8..+15.
+template <Major L>
+__device__ __forceinline__ void load_b(unsigned (&b)[4], const bf16* s, int n_base, int kk) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, j = lane >> 3, r = lane & 7;
+  // Matrices 0..3: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15).
+  if constexpr (L == Major::kK)
+    gemm::ldmatrix_x4(b, s + gemm::chunk_offset<L, kBN>(n_base + r + 8 * (j >> 1), kk + 8 * (j & 1)));
+  else
+    gemm::ldmatrix_x4_trans(b, s + gemm::chunk_offset<L, kBN>(n_base + 8 * (j >> 1), kk + r + 8 * (j & 1)));
+}
+
+// ---- bf16 pairs ----------------------------------------------------------------------------------
+
+// Two values rounded to bf16 (round_bf16), packed: lo in bits 0-15, hi in 16-31 (memory order).
+__device__ __forceinline__ unsigned round_pack(float lo, float hi) {
+  return __byte_perm(__float_as_uint(round_bf16(lo)), __float_as_uint(round_bf16(hi)), 0x7632);
+}
+__device__ __forceinline__ float low_of(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float high_of(unsigned w) { return __uint_as_float(w & 0xFFFF0000u); }
+
+// A merge of each half: bf16(float(left) + float(right)).
+__device__ __forceinline__ unsigned merge(unsigned left, unsigned right) {
+  return round_pack(__fadd_rn(low_of(left), low_of(right)), __fadd_rn(high_of(left), high_of(right)));
+}
+
+// ---- The kernel -----------------------------------------------------------------------------------
+
+// c[M,N] = A · B over 2^d leaves of `width` (d <= kDepth); A K-major ([M][R]), B as LB.
+// Two blocks per SM (128 registers) hold a stack of up to 9 levels without spills; 10 levels
+// take one block per SM.
+template <Major LB, int kDepth>
+__global__ void __launch_bounds__(kThreads, kDepth <= 9 ? 2 : 1)
+    det_gemm_tc_kernel(Operand a, Operand b, bf16* c, int M, int N, int width, int leaves, int tiles_n) {
+  __shared__ __align__(128) bf16 smem[kStages * kStageElems];
+  const int bid = static_cast<int>(blockIdx.x);
+  const int m0 = bid / tiles_n * kBM, n0 = bid % tiles_n * kBN;  // consecutive blocks share A's rows
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int wm = (warp / kWarpsN) * kWM, wn = (warp % kWarpsN) * kWN;
+
+  auto stage_a = [&](int s) { return smem + s * kStageElems; };
+  auto stage_b = [&](int s) { return smem + s * kStageElems + kBM * kBK; };
+  // Leaf j's k range [j * width, (j + 1) * width) into stage j % kStages; the slice's k past the
+  // leaf (and rows / columns past M / N) zero-filled.
+  auto load_leaf = [&](int j) {
+    const int s = j % kStages, lo = j * width;
+    gemm::load_tile<Major::kK, kBM>(a, m0, lo, M, lo + width, stage_a(s));
+    gemm::load_tile<LB, kBN>(b, n0, lo, N, lo + width, stage_b(s));
+  };
+  const int k16_steps = width > 16 ? 2 : 1;
+
+  unsigned stack[kDepth][kWords];  // pending[l]: the left subtree of 2^l leaves, bf16 pairs
+  // One commit group per leaf (empty past the end) keeps the wait count uniform.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < leaves) load_leaf(s);
+    gemm::cp_async_commit();
+  }
+  for (int j = 0; j < leaves; ++j) {
+    gemm::cp_async_wait<kStages - 2>();  // leaf j has landed (this thread's copies)
+    __syncthreads();                     // ... everyone's; and leaf j - 1's stage is no longer read
+    if (j + kStages - 1 < leaves) load_leaf(j + kStages - 1);
+    gemm::cp_async_commit();
+    const bf16* sa = stage_a(j % kStages);
+    const bf16* sb = stage_b(j % kStages);
+
+    // The leaf's FP32 sum, from zero.
+    float acc[kMT][kNT][4];
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+      for (int t = 0; t < kNT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][t][e] = 0.0f;
+#pragma unroll
+    for (int step = 0; step < 2; ++step) {
+      if (step >= k16_steps) continue;  // a leaf of at most 16: one step
+      unsigned af[kMT][4], bfr[4];
+#pragma unroll
+      for (int i = 0; i < kMT; ++i) load_a(af[i], sa, wm + 16 * i, 16 * step);
+      load_b<LB>(bfr, sb, wn, 16 * step);
+#pragma unroll
+      for (int i = 0; i < kMT; ++i)
+#pragma unroll
+        for (int t = 0; t < kNT; ++t) gemm::mma_bf16_16816(acc[i][t], af[i], bfr[2 * t], bfr[2 * t + 1]);
+    }
+
+    // Round the leaf, then its post-order merges (the binary counter's carries).
+    unsigned v[kWords];
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+      for (int t = 0; t < kNT; ++t) {
+        v[(i * kNT + t) * 2 + 0] = round_pack(acc[i][t][0], acc[i][t][1]);  // row g
+        v[(i * kNT + t) * 2 + 1] = round_pack(acc[i][t][2], acc[i][t][3]);  // row g + 8
+      }
+    // Levels 0 .. carries - 1 merge, level `carries` keeps the result; the same for every
+    // thread (j is uniform), and every level is a compile-time index (the stack stays in
+    // registers: no early exit from the unrolled loop).
+    const int carries = __ffs(~j) - 1;  // trailing ones of j
+#pragma unroll
+    for (int l = 0; l < kDepth; ++l) {
+      if (l < carries) {
+#pragma unroll
+        for (int q = 0; q < kWords; ++q) v[q] = merge(stack[l][q], v[q]);
+      } else if (l == carries) {
+#pragma unroll
+        for (int q = 0; q < kWords; ++q) stack[l][q] = v[q];
+      }
+    }
+    if (j + 1 < leaves) continue;
+
+    // The last leaf's carries ended at the root: store it.
+    unsigned short* out = reinterpret_cast<unsigned short*>(c);
+    const int row0 = m0 + wm + (lane >> 2), col0 = n0 + wn + 2 * (lane & 3);
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+      for (int t = 0; t < kNT; ++t)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row0 + 16 * i + 8 * h, col = col0 + 8 * t;
+          if (row >= M || col >= N) continue;
+          const unsigned w = v[(i * kNT + t) * 2 + h];
+          unsigned short* p = out + static_cast<std::int64_t>(row) * N + col;
+          if (col + 1 < N && N % 2 == 0) {  // (row * N + col) even: a 4-byte aligned pair
+            *reinterpret_cast<unsigned*>(p) = w;
+          } else {
+            p[0] = static_cast<unsigned short>(w & 0xFFFFu);
+            if (col + 1 < N) p[1] = static_cast<unsigned short>(w >> 16);
+          }
+        }
+  }
+  gemm::cp_async_wait<0>();
+}
+
+template <Major LB>
+void launch_tc(const Operand& a, const Operand& b, bf16* c, int M, int N, const RegularTree& t,
+               const char* kernel_name) {
+  if (M == 0 || N == 0) return;
+  const std::int64_t tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + kBN - 1) / kBN;
+  const std::int64_t blocks = tiles_m * tiles_n;
+  ws1::ops::require(blocks <= INT_MAX, kOp, "c",
+                    std::to_string(M) + " x " + std::to_string(N) + " needs more tiles than one launch takes");
+  ws1::ops::require(t.width % 8 == 0 && t.width > 0 && t.width <= kBK && t.depth >= 0 && t.depth <= kDetGemmTcMaxDepth,
+                    kOp, "k_tree_leaf", "internal: not a regular tree");
+  // The smallest stack that holds the tree: fewer live registers for the common depths.
+  auto* kernel = t.depth <= 7   ? &det_gemm_tc_kernel<LB, 7>
+                 : t.depth <= 9 ? &det_gemm_tc_kernel<LB, 9>
+                                : &det_gemm_tc_kernel<LB, kDetGemmTcMaxDepth>;
+  kernel<<<static_cast<unsigned>(blocks), kThreads>>>(a, b, c, M, N, t.width, 1 << t.depth,
+                                                      static_cast<int>(tiles_n));
+  check_launch(kernel_name);
+}
+
+// ---- Host functions ---------------------------------------------------------------------------------
+
+struct Extents {
+  int M, K, N;
+};
+
+Extents extents(const ws1::ops::DetGemmInputs& x) {
+  const auto& as = x.a.shape();
+  const auto& bs = x.b.shape();
+  ws1::ops::require(as[0] <= INT_MAX && as[1] <= INT_MAX, kOp, "a",
+                    "shape " + ws1::shape_string(as) + " exceeds the kernels' 32-bit extents");
+  ws1::ops::require(bs[1] <= INT_MAX, kOp, "b", "shape " + ws1::shape_string(bs) + " exceeds the kernels' 32-bit extents");
+  return {static_cast<int>(as[0]), static_cast<int>(as[1]), static_cast<int>(bs[1])};
+}
+
+// The tensors of a result computed elsewhere (det_gemm's naive op), its error rethrown for guarded().
+ws1::Tensors value_or_throw(ws1::Result<ws1::Tensors> r) {
+  if (!r) throw ws1::ops::OpInputError{r.error()};
+  return std::move(r).value();
+}
+
+}  // namespace
+
+std::optional<RegularTree> det_gemm_regular_tree(std::int64_t R, std::int64_t leaf) {
+  // More than 2^kDetGemmTcMaxDepth leaves of at most 32: not taken (and never listed).
+  if (R <= 0 || leaf < 1 || R > (std::int64_t{kBK} << kDetGemmTcMaxDepth)) return std::nullopt;
+  std::vector<TreeStep> steps;
+  tree_steps(0, R, leaf, steps);
+  const auto leaves = static_cast<unsigned>(steps.size());
+  if (!std::has_single_bit(leaves)) return std::nullopt;
+  const int depth = std::countr_zero(leaves);
+  const int width = steps[0].hi;
+  if (depth > kDetGemmTcMaxDepth || width % 8 != 0 || width > kBK) return std::nullopt;
+  // Leaf j ends at (j + 1) * width, and the merges after it are the carries of a binary counter
+  // (the trailing ones of j): the perfect tree the kernel evaluates.
+  for (unsigned j = 0; j < leaves; ++j) {
+    if (steps[j].hi != static_cast<std::int64_t>(j + 1) * width || steps[j].merges != std::countr_zero(j + 1))
+      return std::nullopt;
+  }
+  return RegularTree{width, depth};
+}
+
+void det_gemm_tc_nn(const bf16* a, const bf16* b, bf16* c, int M, int N, const RegularTree& t) {
+  const std::int64_t R = t.length();
+  // A = a [M][R] (K-major), B = b [R][N] (N-major).
+  launch_tc<Major::kMN>(gemm::make_operand(a, R), gemm::make_operand(b, N), c, M, N, t, "det_gemm_tc_kernel_nn");
+}
+
+void det_gemm_tc_nt(const bf16* a, const bf16* b, bf16* c, int M, int N, const RegularTree& t) {
+  const std::int64_t R = t.length();
+  // A = a [M][R] (K-major), B = bᵀ with b [N][R] (K-major).
+  launch_tc<Major::kK>(gemm::make_operand(a, R), gemm::make_operand(b, R), c, M, N, t, "det_gemm_tc_kernel_nt");
+}
+
+bool det_gemm_tc_applies(std::int64_t R, std::int64_t leaf) { return det_gemm_regular_tree(R, leaf).has_value(); }
+
+ws1::Result<ws1::Tensors> det_gemm_tensor_core_forward(const ws1::Tensors& in, const ws1::OpContext& ctx) {
+  return ws1::ops::guarded(kOp, [&] {
+    const ws1::ops::DetGemmInputs x = ws1::ops::det_gemm_inputs(kOp, in, false);
+    const std::int64_t leaf = ws1::ops::det_gemm_tree_leaf(kOp, ctx);
+    const Extents e = extents(x);
+    const std::optional<RegularTree> tree = det_gemm_regular_tree(e.K, leaf);
+    if (!tree) return value_or_throw(det_gemm_cuda().forward(in, ctx));  // not regular: the naive kernels
+    const DeviceArray<bf16> a = upload_bf16(x.a), b = upload_bf16(x.b);
+    DeviceArray<bf16> c = poisoned<bf16>(static_cast<std::size_t>(e.M) * e.N);
+    launch_region("det_gemm_tc.fwd", [&] { det_gemm_tc_nn(a.get(), b.get(), c.get(), e.M, e.N, *tree); });
+    return ws1::Tensors{{"c", download_bf16(c, {e.M, e.N})}};
+  });
+}
+
+ws1::Result<ws1::Tensors> det_gemm_tensor_core_backward(const ws1::Tensors& in, const ws1::OpContext& ctx) {
+  return ws1::ops::guarded(kOp, [&] {
+    const ws1::ops::DetGemmInputs x = ws1::ops::det_gemm_inputs(kOp, in, true);
+    const std::int64_t leaf = ws1::ops::det_gemm_tree_leaf(kOp, ctx);
+    const Extents e = extents(x);
+    const std::optional<RegularTree> over_n = det_gemm_regular_tree(e.N, leaf);  // da's reduction
+    if (!over_n) return value_or_throw(det_gemm_cuda().backward(in, ctx));      // not regular: the naive kernels
+    const TreePlan over_m = make_tree_plan(e.M, leaf);                           // db's, naive
+    const DeviceArray<bf16> a = upload_bf16(x.a), b = upload_bf16(x.b), dy = upload_bf16(*x.dy);
+    DeviceArray<bf16> da = poisoned<bf16>(static_cast<std::size_t>(e.M) * e.K);
+    DeviceArray<bf16> db = poisoned<bf16>(static_cast<std::size_t>(e.K) * e.N);
+    launch_region("det_gemm_tc.bwd", [&] {
+      // da[m, k] = sum over n of dy[m, n] * b[k, n]: A = dy [M][N], B = bᵀ (b is [K][N]).
+      det_gemm_tc_nt(dy.get(), b.get(), da.get(), e.M, e.K, *over_n);
+      // db[k, n] = sum over m of a[m, k] * dy[m, n]: the naive kernel (any M).
+      det_gemm_naive_db(a, dy, db, e.M, e.K, e.N, over_m);
+    });
+    return ws1::Tensors{{"da", download_bf16(da, {e.M, e.K})}, {"db", download_bf16(db, {e.K, e.N})}};
+  });
+}
+
+}  // namespace ws1cuda
