@@ -8,6 +8,7 @@
 #include "ws1/judge.hpp"
 
 #include <set>
+#include "attention_f64.hpp"
 #include "ws1cuda/cuda_reference.hpp"
 
 using namespace ws1;
@@ -56,13 +57,33 @@ TEST_CASE("cuda_fp32 references agree with the CPU references within the float32
       REQUIRE(row->tolerance.has_value());
       REQUIRE(g->tensors.size() == c->tensors.size());
       for (std::size_t i = 0; i < c->tensors.size(); ++i) {
-        const Tensor* mine = find_tensor(g->tensors, c->tensors[i].name);
+        const std::string& name = c->tensors[i].name;
+        const Tensor& theirs = c->tensors[i].tensor;
+        const Tensor* mine = find_tensor(g->tensors, name);
         REQUIRE(mine != nullptr);
-        auto t = judge_accuracy(w.contract, op.name(), c->tensors[i].name, *mine, c->tensors[i].tensor, *row->tolerance);
-        REQUIRE(t.ok());
-        INFO(c->tensors[i].name << ": worst |err|/allowed " << (t->worst ? t->worst->margin : 0.0));
-        CHECK(passed(*t));
         ++compared;
+        if (theirs.dtype() != DType::kF32) {  // index outputs (pack's cu_seqlens): the same integers
+          INFO(name);
+          CHECK(passed(judge_bitwise(name, *mine, theirs, NanPolicy::kFail)));
+          continue;
+        }
+        auto t = judge_accuracy(w.contract, op.name(), name, *mine, theirs, *row->tolerance);
+        REQUIRE(t.ok());
+        INFO(name << ": worst |err|/allowed " << (t->worst ? t->worst->margin : 0.0));
+        if (passed(*t)) continue;
+        // Outside the float32 row of each other. Where a float64 truth exists (attention: its
+        // outlier-channel gradients cancel), the device gold must be no further from it than the
+        // CPU gold, or within the float32 row of it.
+        REQUIRE(spec.op == "attention");
+        const test::AttentionF64 truth = test::attention_f64(in->tensors, backward);
+        const std::vector<double>& exact = name == "o" ? truth.o : name == "dq" ? truth.dq : name == "dk" ? truth.dk : truth.dv;
+        const double device_err = test::worst_ratio(*mine, exact, *row->tolerance);
+        const double cpu_err = test::worst_ratio(theirs, exact, *row->tolerance);
+        INFO("against float64, |err|/allowed of the float32 row: cuda_fp32 " << device_err << ", cpu " << cpu_err);
+        WARN(spec.id << (backward ? " backward " : " forward ") << name << ": the two FP32 golds differ by "
+                     << t->worst->margin << " x the float32 row; against float64: cuda_fp32 " << device_err
+                     << ", cpu " << cpu_err);
+        CHECK(device_err <= std::max(1.0, cpu_err));
       }
     }
   }
