@@ -1,7 +1,8 @@
 // A float64 attention (forward o, backward dq, dk, dv) on the host, from the definition in
 // lib/ops/attention.cpp: key j visible to query i iff valid[b, j] and j <= i + (Skv - Sq);
 // softmax over the visible keys; dS = P (dP - Dsum), Dsum_i = sum_j P_ij dP_ij. The truth the
-// two FP32 references are measured against where they disagree (reference_test.cpp). Rows with
+// two FP32 references are measured against where they disagree (reference_test.cpp), and the
+// distance helpers that test uses. Rows with
 // no visible key are NaN, as the references give.
 #pragma once
 
@@ -99,16 +100,29 @@ inline AttentionF64 attention_f64(const Tensors& in, bool backward) {
   return r;
 }
 
-// The largest |x - truth| / (atol + rtol |truth|) over the elements where the truth is finite.
-inline double worst_ratio(const Tensor& x, const std::vector<double>& truth, const Tolerance& tol) {
+// The largest |x - truth| over the elements where the truth is finite (x float32).
+inline double max_abs_error(const Tensor& x, const std::vector<double>& truth) {
   const Tensor c = x.contiguous();
   REQUIRE(static_cast<std::size_t>(c.numel()) == truth.size());
   REQUIRE(c.dtype() == DType::kF32);
   double worst = 0;
-  for (std::size_t i = 0; i < truth.size(); ++i) {
-    if (!std::isfinite(truth[i])) continue;
-    const double err = std::fabs(static_cast<double>(c.data<float>()[i]) - truth[i]);
-    worst = std::max(worst, err / (tol.atol + tol.rtol * std::fabs(truth[i])));
+  for (std::size_t i = 0; i < truth.size(); ++i)
+    if (std::isfinite(truth[i])) worst = std::max(worst, std::fabs(static_cast<double>(c.data<float>()[i]) - truth[i]));
+  return worst;
+}
+
+// The largest |x - y| (float32 tensors of one shape); NaN against NaN and equal infinities count
+// as no difference, a NaN or infinity against anything else as an infinite one.
+inline double max_abs_difference(const Tensor& x, const Tensor& y) {
+  const Tensor a = x.contiguous(), b = y.contiguous();
+  REQUIRE(a.numel() == b.numel());
+  REQUIRE(a.dtype() == DType::kF32);
+  REQUIRE(b.dtype() == DType::kF32);
+  double worst = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    const double u = a.data<float>()[i], v = b.data<float>()[i];
+    if ((std::isnan(u) && std::isnan(v)) || u == v) continue;
+    worst = std::max(worst, std::isfinite(u) && std::isfinite(v) ? std::fabs(u - v) : INFINITY);
   }
   return worst;
 }

@@ -71,19 +71,29 @@ TEST_CASE("cuda_fp32 references agree with the CPU references within the float32
         REQUIRE(t.ok());
         INFO(name << ": worst |err|/allowed " << (t->worst ? t->worst->margin : 0.0));
         if (passed(*t)) continue;
-        // Outside the float32 row of each other. Where a float64 truth exists (attention: its
-        // outlier-channel gradients cancel), the device gold must be no further from it than the
-        // CPU gold, or within the float32 row of it.
-        REQUIRE(spec.op == "attention");
-        const test::AttentionF64 truth = test::attention_f64(in->tensors, backward);
-        const std::vector<double>& exact = name == "o" ? truth.o : name == "dq" ? truth.dq : name == "dk" ? truth.dk : truth.dv;
-        const double device_err = test::worst_ratio(*mine, exact, *row->tolerance);
-        const double cpu_err = test::worst_ratio(theirs, exact, *row->tolerance);
-        INFO("against float64, |err|/allowed of the float32 row: cuda_fp32 " << device_err << ", cpu " << cpu_err);
-        WARN(spec.id << (backward ? " backward " : " forward ") << name << ": the two FP32 golds differ by "
-                     << t->worst->margin << " x the float32 row; against float64: cuda_fp32 " << device_err
-                     << ", cpu " << cpu_err);
-        CHECK(device_err <= std::max(1.0, cpu_err));
+        // Outside the float32 row of each other: two FP32 golds summing in different orders on
+        // a fixture that cancels (outlier channels, scaled logits). DESIGN §4's budget for a
+        // reference's own error then decides: the golds may differ by less than 1% of the bf16
+        // row's atol (the row the verdicts use), and where a float64 truth exists (attention)
+        // the device gold must be within that budget of it. Reported as a warning either way.
+        auto bf16_row = w.contract.threshold(j, op_class_for(run, op), ContractDType::kBFloat16, run.arch);
+        REQUIRE(bf16_row.ok());
+        REQUIRE(bf16_row->tolerance.has_value());
+        const double budget = bf16_row->tolerance->atol / 100;
+        const double apart = test::max_abs_difference(*mine, theirs);
+        std::string truth_note;
+        if (spec.op == "attention") {
+          const test::AttentionF64 truth = test::attention_f64(in->tensors, backward);
+          const std::vector<double>& exact =
+              name == "o" ? truth.o : name == "dq" ? truth.dq : name == "dk" ? truth.dk : truth.dv;
+          const double device_err = test::max_abs_error(*mine, exact), cpu_err = test::max_abs_error(theirs, exact);
+          truth_note = "; from float64: cuda_fp32 " + std::to_string(device_err) + ", cpu " + std::to_string(cpu_err);
+          CHECK(device_err < budget);
+        }
+        WARN(spec.id << (backward ? " backward " : " forward ") << name << ": the FP32 golds differ by "
+                     << t->worst->margin << " x the float32 row, max |diff| " << apart << " (budget " << budget
+                     << ")" << truth_note);
+        CHECK(apart < budget);
       }
     }
   }
