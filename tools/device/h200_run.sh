@@ -4,10 +4,11 @@
 #   bash tools/device/h200_run.sh STEP...
 #   STEP: env suite suite-real determinism-real sanitizer evidence bench parity-manifest
 #         parity-sweep parity-kv triton-smoke triton-evidence audit gate-smoke gate-real
-#         bench-det-gemm reference det-gemm-tc evidence-gpuref
+#         bench-det-gemm reference det-gemm-tc evidence-gpuref triton-accuracy-real
 # The parity steps run synthetic:qwen3-8b (36 layers, real dims) on cuda_bf16 in both rms_norm
 # orders (PARITY_ORDERS="kernel" or "hf" for one; PARITY_TIMEOUT bounds each run, s); their
 # artifacts are packed into $OUT/parity-<step>.tgz (few files come back).
+# REFERENCE=cuda_fp32 takes the accuracy steps' golds from the GPU reference engine.
 # Logs and artifacts go to $OUT (default /tmp/ws1-out). Each step's exit status is printed in
 # the summary at the end; the script's status is the first failing step's.
 set -u
@@ -37,11 +38,14 @@ for s in "$@"; do
     suite) step suite env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu ;;
     suite-real) step suite-real env WS1_GPU_WORKLOAD=ws1-qwen3-8b-dense $BIN/test_gpu ;;
     determinism-real) step determinism-real env WS1_GPU_WORKLOAD=ws1-qwen3-8b-dense $BIN/test_gpu "[determinism]" ;;
+    triton-accuracy-real)
+      step triton-accuracy-real $BIN/ws1check accuracy --op all --direction both --tier all \
+        --backend triton_cuda_bf16 ${REFERENCE:+--reference $REFERENCE} --workload $REAL --out "$OUT/triton-real" ;;
     triton-smoke|triton-evidence)
       W=fixtures/ws1-smoke.json
       [ $s = triton-evidence ] && W=$REAL
       step $s-accuracy $BIN/ws1check accuracy --op all --direction both --tier all --backend triton_cuda_bf16 \
-        --workload $W --out "$OUT/$s"
+        ${REFERENCE:+--reference $REFERENCE} --workload $W --out "$OUT/$s"
       step $s-invariance $BIN/ws1check invariance --op all --transform all --direction both \
         --backend triton_cuda_bf16 --workload $W --out "$OUT/$s"
       tar czf "$OUT/$s.tgz" -C "$OUT" $s && rm -rf "$OUT/$s" ;;
@@ -53,7 +57,7 @@ for s in "$@"; do
       done ;;
     evidence)
       step accuracy $BIN/ws1check accuracy --op all --direction both --tier all --backend cuda_bf16 \
-        --workload $REAL --out "$OUT"
+        ${REFERENCE:+--reference $REFERENCE} --workload $REAL --out "$OUT"
       step invariance $BIN/ws1check invariance --op all --transform all --direction both \
         --backend cuda_bf16 --workload $REAL --out "$OUT" ;;
     bench) step bench $BIN/ws1check bench --op all --out "$OUT" ;;
