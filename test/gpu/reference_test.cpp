@@ -73,9 +73,11 @@ TEST_CASE("cuda_fp32 references agree with the CPU references within the float32
         if (passed(*t)) continue;
         // Outside the float32 row of each other: two FP32 golds summing in different orders on
         // a fixture that cancels (outlier channels, scaled logits). DESIGN §4's budget for a
-        // reference's own error then decides: the golds may differ by less than 1% of the bf16
-        // row's atol (the row the verdicts use), and where a float64 truth exists (attention)
-        // the device gold must be within that budget of it. Reported as a warning either way.
+        // reference's own error then decides (1% of the bf16 row's atol, the row the verdicts
+        // use): where a float64 truth exists (attention) the device gold must be within it of the
+        // truth — the CPU gold is reported, not judged, here (on attention's outlier-channel dq
+        // it is the further of the two); elsewhere the two golds must differ by less than it.
+        // Reported as a warning either way.
         auto bf16_row = w.contract.threshold(j, op_class_for(run, op), ContractDType::kBFloat16, run.arch);
         REQUIRE(bf16_row.ok());
         REQUIRE(bf16_row->tolerance.has_value());
@@ -89,11 +91,12 @@ TEST_CASE("cuda_fp32 references agree with the CPU references within the float32
           const double device_err = test::max_abs_error(*mine, exact), cpu_err = test::max_abs_error(theirs, exact);
           truth_note = "; from float64: cuda_fp32 " + std::to_string(device_err) + ", cpu " + std::to_string(cpu_err);
           CHECK(device_err < budget);
+        } else {
+          CHECK(apart < budget);
         }
         WARN(spec.id << (backward ? " backward " : " forward ") << name << ": the FP32 golds differ by "
                      << t->worst->margin << " x the float32 row, max |diff| " << apart << " (budget " << budget
                      << ")" << truth_note);
-        CHECK(apart < budget);
       }
     }
   }
