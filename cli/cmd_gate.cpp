@@ -40,6 +40,7 @@ constexpr std::string_view kHtmlFile = "report.html";
 struct GateOptions {
   std::string backends, ops = "all", contract, workload, out = "ws1check-out", compare_c8;
   std::string model = "synthetic:tiny";
+  std::string reference;  // --reference: where the accuracy cells' FP32 golds are computed
   bool quiet = false;
   unsigned threads = 0;
 };
@@ -234,7 +235,7 @@ int run(const GateOptions& o) {
 
   std::vector<std::unique_ptr<Session>> sessions;
   for (const auto& b : *backends) {
-    auto s = open_session({b, o.contract, o.workload, o.threads});
+    auto s = open_session({b, o.contract, o.workload, o.threads, o.reference});
     if (!s) return report(s.error());
     sessions.push_back(std::move(s).value());
   }
@@ -386,6 +387,10 @@ Command register_gate(CLI::App& app) {
                   "the parity stage's weights: synthetic:tiny | synthetic:qwen3-8b | a Hugging Face snapshot "
                   "(verified against the manifest's pins; the WS1 chain gate)")
       ->default_str(o->model);
+  sub->add_option("--reference", o->reference,
+                  "where the accuracy cells' FP32 references are computed: cpu | cuda_fp32 (every op on the GPU; "
+                  "each cell records its engine)")
+      ->default_str("cpu");
   sub->add_option("--threads", o->threads, "CPU threads (0: all cores)");
   sub->add_flag("-q,--quiet", o->quiet, "no progress line and only errors on stderr");
   return {sub, [o] { return run(*o); }};

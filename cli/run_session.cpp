@@ -19,6 +19,10 @@ ws1::Result<std::unique_ptr<Session>> open_session(const SessionOptions& o) {
 
   s->evidence = ws1::begin_evidence(cli_argv());
   const bool gpu = fill_gpu_environment(s->evidence.environment);
+  // The reference engine first: a bad --reference is refused before any backend is chosen.
+  auto reference = open_reference(o.reference, gpu);
+  if (!reference) return reference.error();
+  s->reference = std::move(reference).value();
   auto backend = open_backend(o.backend, gpu);
   if (!backend) return backend.error();
   s->backend = std::move(backend).value();
@@ -28,9 +32,6 @@ ws1::Result<std::unique_ptr<Session>> open_session(const SessionOptions& o) {
   s->evidence.workload = {m.file, m.workload_id, m.version, m.identity_sha256};
 
   s->run = ws1::make_run_context(s->contract, m, *s->workload.lock, s->backend->name(), o.threads);
-  auto reference = open_reference(o.reference, gpu);
-  if (!reference) return reference.error();
-  s->reference = std::move(reference).value();
   s->run.reference = s->reference.get();
   for (const auto& a : s->run.assumptions) spdlog::warn("{}", a);
   return s;

@@ -86,6 +86,33 @@ class Accuracy(unittest.TestCase):
         self.assertEqual(len(err.strip().splitlines()), 1, err)
 
 
+    def test_reference_engine_choice(self):
+        # Unknown engine: bad input, one line, nothing written; the GPU engine without a GPU: exit 3.
+        with tempfile.TemporaryDirectory() as d:
+            for cmd in (["accuracy", "--op", "rms_norm"], ["gate", "--backends", "cpu_bf16", "--ops", "rms_norm"]):
+                rc, out, err = run(*cmd, "--reference", "cpu_fp64", "--workload", SMOKE, "--out", d)
+                self.assertEqual(rc, 2, cmd)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn("cpu_fp64", err)
+            self.assertEqual(os.listdir(d), [])
+        rc, out, err = run("env", "--json")
+        if json.loads(out)["environment"]["gpu"] is not None:
+            return
+        for cmd in (["accuracy", "--op", "rms_norm"], ["gate", "--backends", "cpu_bf16", "--ops", "rms_norm"]):
+            with tempfile.TemporaryDirectory() as d:
+                rc, out, err = run(*cmd, "--reference", "cuda_fp32", "--workload", SMOKE, "--out", d)
+                self.assertEqual(rc, 3, (cmd, err))
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertEqual(os.listdir(d), [])
+        # The CPU engine, named: each accuracy cell records it.
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run("accuracy", "--op", "rms_norm", "--reference", "cpu", "--workload", SMOKE, "--out", d)
+            self.assertEqual(rc, 0, err)
+            e = json.load(open(os.path.join(d, "accuracy-cpu_bf16.json")))
+            for c in e["cells"]:
+                self.assertTrue(c["reference"]["engine"].startswith("cpu_fp32"), c["reference"])
+
+
 class Invariance(unittest.TestCase):
     def test_invariance_smoke_all_transforms(self):
         with tempfile.TemporaryDirectory() as d:

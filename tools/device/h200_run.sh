@@ -74,7 +74,8 @@ for s in "$@"; do
     gate-smoke|gate-real)
       W=fixtures/ws1-smoke.json
       [ $s = gate-real ] && W=$REAL
-      step $s $BIN/ws1check gate --backends cuda_bf16,triton_cuda_bf16 --workload $W --out /tmp/ws1-$s -q
+      step $s $BIN/ws1check gate --backends cuda_bf16,triton_cuda_bf16 ${REFERENCE:+--reference $REFERENCE} \
+        --workload $W --out /tmp/ws1-$s -q
       tar czf "$OUT/$s.tgz" -C /tmp ws1-$s ;;
     parity-manifest|parity-sweep)
       P=/tmp/ws1-parity/$s
