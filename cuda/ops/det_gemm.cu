@@ -242,24 +242,11 @@ void skinny_gemm(const DeviceArray<bf16>& a, const DeviceArray<bf16>& b, DeviceA
 
 // ---- Host functions ---------------------------------------------------------------------------------
 
-struct Extents {
-  int M, K, N;
-};
-
-Extents extents(const ws1::ops::DetGemmInputs& x) {
-  const auto& as = x.a.shape();
-  const auto& bs = x.b.shape();
-  ws1::ops::require(as[0] <= INT_MAX && as[1] <= INT_MAX, kOp, "a",
-                    "shape " + ws1::shape_string(as) + " exceeds the kernels' 32-bit extents");
-  ws1::ops::require(bs[1] <= INT_MAX, kOp, "b", "shape " + ws1::shape_string(bs) + " exceeds the kernels' 32-bit extents");
-  return {static_cast<int>(as[0]), static_cast<int>(as[1]), static_cast<int>(bs[1])};
-}
-
 ws1::Result<ws1::Tensors> forward(const ws1::Tensors& in, const ws1::OpContext& ctx) {
   return ws1::ops::guarded(kOp, [&] {
     const ws1::ops::DetGemmInputs x = ws1::ops::det_gemm_inputs(kOp, in, false);
     const std::int64_t leaf = ws1::ops::det_gemm_tree_leaf(kOp, ctx);
-    const Extents e = extents(x);
+    const DetGemmExtents e = det_gemm_extents(x);
     const TreePlan plan = make_tree_plan(e.K, leaf);
     const DeviceArray<bf16> a = upload_bf16(x.a), b = upload_bf16(x.b);
     DeviceArray<bf16> c = poisoned<bf16>(static_cast<std::size_t>(e.M) * e.N);
@@ -281,7 +268,7 @@ ws1::Result<ws1::Tensors> backward(const ws1::Tensors& in, const ws1::OpContext&
   return ws1::ops::guarded(kOp, [&] {
     const ws1::ops::DetGemmInputs x = ws1::ops::det_gemm_inputs(kOp, in, true);
     const std::int64_t leaf = ws1::ops::det_gemm_tree_leaf(kOp, ctx);
-    const Extents e = extents(x);
+    const DetGemmExtents e = det_gemm_extents(x);
     const TreePlan over_n = make_tree_plan(e.N, leaf), over_m = make_tree_plan(e.M, leaf);
     const DeviceArray<bf16> a = upload_bf16(x.a), b = upload_bf16(x.b), dy = upload_bf16(*x.dy);
     DeviceArray<bf16> da = poisoned<bf16>(static_cast<std::size_t>(e.M) * e.K);

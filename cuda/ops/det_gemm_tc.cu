@@ -235,19 +235,6 @@ void launch_tc(const Operand& a, const Operand& b, bf16* c, int M, int N, const 
 
 // ---- Host functions ---------------------------------------------------------------------------------
 
-struct Extents {
-  int M, K, N;
-};
-
-Extents extents(const ws1::ops::DetGemmInputs& x) {
-  const auto& as = x.a.shape();
-  const auto& bs = x.b.shape();
-  ws1::ops::require(as[0] <= INT_MAX && as[1] <= INT_MAX, kOp, "a",
-                    "shape " + ws1::shape_string(as) + " exceeds the kernels' 32-bit extents");
-  ws1::ops::require(bs[1] <= INT_MAX, kOp, "b", "shape " + ws1::shape_string(bs) + " exceeds the kernels' 32-bit extents");
-  return {static_cast<int>(as[0]), static_cast<int>(as[1]), static_cast<int>(bs[1])};
-}
-
 // The tensors of a result computed elsewhere (det_gemm's naive op), its error rethrown for guarded().
 ws1::Tensors value_or_throw(ws1::Result<ws1::Tensors> r) {
   if (!r) throw ws1::ops::OpInputError{r.error()};
@@ -293,7 +280,7 @@ ws1::Result<ws1::Tensors> det_gemm_tensor_core_forward(const ws1::Tensors& in, c
   return ws1::ops::guarded(kOp, [&] {
     const ws1::ops::DetGemmInputs x = ws1::ops::det_gemm_inputs(kOp, in, false);
     const std::int64_t leaf = ws1::ops::det_gemm_tree_leaf(kOp, ctx);
-    const Extents e = extents(x);
+    const DetGemmExtents e = det_gemm_extents(x);
     const std::optional<RegularTree> tree = det_gemm_regular_tree(e.K, leaf);
     if (!tree) return value_or_throw(det_gemm_cuda().forward(in, ctx));  // not regular: the naive kernels
     const DeviceArray<bf16> a = upload_bf16(x.a), b = upload_bf16(x.b);
@@ -307,7 +294,7 @@ ws1::Result<ws1::Tensors> det_gemm_tensor_core_backward(const ws1::Tensors& in, 
   return ws1::ops::guarded(kOp, [&] {
     const ws1::ops::DetGemmInputs x = ws1::ops::det_gemm_inputs(kOp, in, true);
     const std::int64_t leaf = ws1::ops::det_gemm_tree_leaf(kOp, ctx);
-    const Extents e = extents(x);
+    const DetGemmExtents e = det_gemm_extents(x);
     const std::optional<RegularTree> over_n = det_gemm_regular_tree(e.N, leaf);  // da's reduction
     if (!over_n) return value_or_throw(det_gemm_cuda().backward(in, ctx));      // not regular: the naive kernels
     const TreePlan over_m = make_tree_plan(e.M, leaf);                           // db's, naive

@@ -7,9 +7,12 @@
 //   bf16(float(left) + float(right)); evaluated in post-order.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <vector>
 
+#include "det_gemm.hpp"
+#include "op_support.hpp"
 #include "ws1cuda/device_array.cuh"
 
 namespace ws1cuda {
@@ -55,5 +58,20 @@ TreePlan make_tree_plan(std::int64_t R, std::int64_t leaf);
 // a is [M][K], dy [M][N], both row-major on the device; nothing is launched for an empty db.
 void det_gemm_naive_db(const DeviceArray<bf16>& a, const DeviceArray<bf16>& dy, DeviceArray<bf16>& db, int M, int K,
                        int N, const TreePlan& over_m);
+
+// M, K, N of checked inputs as the kernels' int extents; refuses (OpInputError naming a or b)
+// shapes that do not fit.
+struct DetGemmExtents {
+  int M, K, N;
+};
+inline DetGemmExtents det_gemm_extents(const ws1::ops::DetGemmInputs& x) {
+  const auto& as = x.a.shape();
+  const auto& bs = x.b.shape();
+  ws1::ops::require(as[0] <= INT_MAX && as[1] <= INT_MAX, "det_gemm", "a",
+                    "shape " + ws1::shape_string(as) + " exceeds the kernels' 32-bit extents");
+  ws1::ops::require(bs[1] <= INT_MAX, "det_gemm", "b",
+                    "shape " + ws1::shape_string(bs) + " exceeds the kernels' 32-bit extents");
+  return {static_cast<int>(as[0]), static_cast<int>(as[1]), static_cast<int>(bs[1])};
+}
 
 }  // namespace ws1cuda
