@@ -29,7 +29,8 @@ def run(ws1check, root, out, *args):
 
 
 def main():
-    ws1check, root = sys.argv[1], sys.argv[2]
+    # Absolute: the runs below change into the source tree, and meson may pass a relative path.
+    ws1check, root = os.path.abspath(sys.argv[1]), sys.argv[2]
     failures = []
     with tempfile.TemporaryDirectory() as d:
         rc, err = run(ws1check, root, d, "accuracy", "--op", "all", "--direction", "both", "--tier", "all")
