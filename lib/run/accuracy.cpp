@@ -1,8 +1,10 @@
 // Accuracy cells (spec §4.1): candidate vs FP32 reference on one fixture — generated, or the
 // user's tensors (--inputs) — and what --dump writes of a cell.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <charconv>
+#include <chrono>
 #include <filesystem>
 #include <set>
 
@@ -77,6 +79,10 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
   }
   cell.dtypes = {decls.front().candidate_dtype, DType::kF32};
 
+  // Where a cell's time goes (-v): the reference, the candidate, the judges.
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  const Clock::time_point t0 = Clock::now();
   // The reference first: a reference that fails or has the wrong dtype is our error, not the
   // candidate's (spec §9.3: provenance is checked on every path).
   Result<ReferenceResult> gold = [&]() -> Result<ReferenceResult> {
@@ -91,11 +97,13 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
   cell.reference = gold->provenance;
   const Result<Tensors> reference = std::move(gold->tensors);
   if (keep != nullptr) *keep = CellTensors{{}, *reference};
+  const Clock::time_point t1 = Clock::now();
   auto candidate = backward ? backend.backward(op, inputs, run.op_context)
                             : backend.forward(op, inputs, run.op_context);
   if (!candidate)
     return red(std::move(cell), "candidate failed: " + candidate.error().message());
   if (keep != nullptr) keep->candidate = *candidate;
+  const Clock::time_point t2 = Clock::now();
 
   std::vector<std::string> problems;
   for (const TensorDecl& d : decls) {
@@ -131,6 +139,8 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
     }
     cell.accuracy.push_back(std::move(t));
   }
+  spdlog::debug("{}: reference {:.2f} s ({}), candidate {:.2f} s, judges {:.2f} s", cell.id, seconds(t0, t1),
+                cell.reference ? cell.reference->engine : "?", seconds(t1, t2), seconds(t2, Clock::now()));
   const bool bits_ok = bitwise_verdict(cell.bitwise) == Verdict::kGreen || cell.bitwise.empty();
   const bool values_ok = accuracy_verdict(cell.accuracy) == Verdict::kGreen ||
                          (cell.accuracy.empty() && !cell.bitwise.empty());

@@ -67,7 +67,7 @@ for s in "$@"; do
     evidence-gpuref)
       # The real-width accuracy run with the golds from the cuda_fp32 engine (the ops it computes on
       # the device; the rest on the host); each cell records its engine.
-      step accuracy-gpuref $BIN/ws1check accuracy --op all --direction both --tier all --backend cuda_bf16 \
+      step accuracy-gpuref $BIN/ws1check -v accuracy --op all --direction both --tier all --backend cuda_bf16 \
         --reference cuda_fp32 --workload $REAL --out "$OUT/gpuref" ;;
     parity-kv) step parity-kv $BIN/ws1check parity --fixture kv --backend cuda_bf16 --strict --out "$OUT" ;;
     audit) step audit $BIN/ws1check audit ;;
