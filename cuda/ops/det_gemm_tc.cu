@@ -7,7 +7,7 @@
 // Everything else runs det_gemm's naive kernels (det_gemm.cu). The choice depends on R and the
 // leaf width only, never on M.
 //
-// Kernel det_gemm_tc_kernel<LB, kDepth>: a block of 256 threads owns a 64 x 64 tile of c; each
+// Kernel det_gemm_tc_kernel<LB, kDepth, kPacked>: a block of 256 threads owns a 64 x 64 tile of c; each
 // of its 8 warps owns 32 x 16 (2 x 2 m16n8 tiles: 16 accumulators per thread). The block walks
 // the leaves in k order, one leaf per 32-wide shared-memory slice (4-stage cp.async pipeline,
 // gemm_tiles.cuh's loader and swizzle), k past the leaf's end zero-filled, so a leaf of 24 is
@@ -22,9 +22,17 @@
 // is round_bf16 (RNE, the CPU's NaN rule) and each add is __fadd_rn, as in the naive kernels;
 // only the order inside a leaf differs from them (the MMA's, not the fma chain's).
 // The pending values stay in registers as bf16 pairs: stack[kDepth][8] words, indexed only by
-// the unrolled level loop; kDepth (7, 9 or 10) is the smallest instantiation >= d. ptxas (sm_90):
-// 112 / 114 registers at kDepth 7 (NN / NT), 128 at 9, 137 / 140 at 10 (one block per SM
-// there), no stack frame, no spills.
+// the unrolled level loop; kDepth (7, 9 or 10) is the smallest instantiation >= d.
+//
+// Arithmetic (kPacked): the kernel computes that definition two elements per instruction
+// (bf16_pack.cuh: cvt.rn.bf16x2.f32 for a leaf, add.rn.bf16x2 for a merge, the definition re-run
+// on a thread's 8 words when the hardware gave a NaN in any of them), bit-equal to it for every
+// input; the per-element form (kPacked = false: round_bf16 and __fadd_rn on each value, ~17
+// instructions per element and leaf, which bounded the kernel) is kept only for the self-test
+// entries (det_gemm_tc_selftest.cu), which compare the two bit for bit.
+// ptxas (sm_90, CUDA 13.0) registers, NN (B N-major) / NT (B K-major), kDepth 7, 9, 10: packed
+// 116 / 112, 128 / 124, 140 / 137; per-element 116 / 112, 128 / 128, 140 / 137 (kDepth 10 runs
+// one block per SM); no stack frame, no spills.
 //
 // Deterministic and invariant: no atomics, no split-K; an element's arithmetic involves only its
 // row of A and its column of B (rows past M and columns past N are zero-filled, each output
@@ -38,6 +46,7 @@
 #include <vector>
 
 #include "det_gemm.hpp"
+#include "bf16_pack.cuh"
 #include "det_gemm_tc.hpp"
 #include "det_gemm_tree.cuh"
 #include "gemm_tiles.cuh"
@@ -90,26 +99,47 @@ __device__ __forceinline__ void load_b(unsigned (&b)[4], const bf16* s, int n_ba
     gemm::ldmatrix_x4_trans(b, s + gemm::chunk_offset<L, kBN>(n_base + 8 * (j >> 1), kk + r + 8 * (j & 1)));
 }
 
-// ---- bf16 pairs ----------------------------------------------------------------------------------
+// ---- The binary counter -------------------------------------------------------------------------
 
-// Two values rounded to bf16 (round_bf16), packed: lo in bits 0-15, hi in 16-31 (memory order).
-__device__ __forceinline__ unsigned round_pack(float lo, float hi) {
-  return __byte_perm(__float_as_uint(round_bf16(lo)), __float_as_uint(round_bf16(hi)), 0x7632);
+// v = merge(left, v), word by word: det_gemm's bf16(float(left) + float(v)), packed or per element.
+template <bool kPacked>
+__device__ __forceinline__ void merge_into(const unsigned (&left)[kWords], unsigned (&v)[kWords]) {
+  if constexpr (kPacked) {
+    bf16_pack::merge_words(left, v);
+  } else {
+#pragma unroll
+    for (int q = 0; q < kWords; ++q) v[q] = bf16_pack::merge_definition(left[q], v[q]);
+  }
 }
-__device__ __forceinline__ float low_of(unsigned w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float high_of(unsigned w) { return __uint_as_float(w & 0xFFFF0000u); }
 
-// A merge of each half: bf16(float(left) + float(right)).
-__device__ __forceinline__ unsigned merge(unsigned left, unsigned right) {
-  return round_pack(__fadd_rn(low_of(left), low_of(right)), __fadd_rn(high_of(left), high_of(right)));
+// Leaf j's post-order merges, the carries of a binary counter: with `carries` the trailing ones
+// of j (the same for every thread: j is uniform), levels 0 .. carries - 1 merge their pending
+// left subtree into v and level `carries` keeps v. Every level is a compile-time index (the
+// stack stays in registers: no early exit from the unrolled loop, which would not be unrolled).
+// The empty volatile asm keeps the store a branch: speculated, it became 8 selects at every
+// level above `carries`, ~9 instructions per level and leaf. When carries = kDepth (the last
+// leaf of the deepest tree) every level merges; after the last leaf v is the root.
+template <bool kPacked, int kDepth>
+__device__ __forceinline__ void carry(unsigned (&stack)[kDepth][kWords], unsigned (&v)[kWords], int carries) {
+#pragma unroll
+  for (int l = 0; l < kDepth; ++l) {
+    if (l < carries) {
+      merge_into<kPacked>(stack[l], v);
+    } else if (l == carries) {
+      asm volatile("");  // not speculated: see above
+#pragma unroll
+      for (int q = 0; q < kWords; ++q) stack[l][q] = v[q];
+    }
+  }
 }
 
 // ---- The kernel -----------------------------------------------------------------------------------
 
-// c[M,N] = A · B over 2^d leaves of `width` (d <= kDepth); A K-major ([M][R]), B as LB.
+// c[M,N] = A · B over 2^d leaves of `width` (d <= kDepth); A K-major ([M][R]), B as LB;
+// kPacked: bf16_pack's packed arithmetic, else the per-element definition (same bits).
 // Two blocks per SM (128 registers) hold a stack of up to 9 levels without spills; 10 levels
 // take one block per SM.
-template <Major LB, int kDepth>
+template <Major LB, int kDepth, bool kPacked>
 __global__ void __launch_bounds__(kThreads, kDepth <= 9 ? 2 : 1)
     det_gemm_tc_kernel(Operand a, Operand b, bf16* c, int M, int N, int width, int leaves, int tiles_n) {
   __shared__ __align__(128) bf16 smem[kStages * kStageElems];
@@ -165,29 +195,28 @@ __global__ void __launch_bounds__(kThreads, kDepth <= 9 ? 2 : 1)
         for (int t = 0; t < kNT; ++t) gemm::mma_bf16_16816(acc[i][t], af[i], bfr[2 * t], bfr[2 * t + 1]);
     }
 
-    // Round the leaf, then its post-order merges (the binary counter's carries).
+    // Round the leaf, then its post-order merges (the binary counter's carries). Word
+    // (i * kNT + t) * 2 + h holds acc[i][t][2h], acc[i][t][2h + 1]: row g (h = 0) or g + 8.
     unsigned v[kWords];
+    if constexpr (kPacked) {
+      float x[2 * kWords];  // acc in word order (registers renamed, no copies)
 #pragma unroll
-    for (int i = 0; i < kMT; ++i)
+      for (int i = 0; i < kMT; ++i)
 #pragma unroll
-      for (int t = 0; t < kNT; ++t) {
-        v[(i * kNT + t) * 2 + 0] = round_pack(acc[i][t][0], acc[i][t][1]);  // row g
-        v[(i * kNT + t) * 2 + 1] = round_pack(acc[i][t][2], acc[i][t][3]);  // row g + 8
-      }
-    // Levels 0 .. carries - 1 merge, level `carries` keeps the result; the same for every
-    // thread (j is uniform), and every level is a compile-time index (the stack stays in
-    // registers: no early exit from the unrolled loop).
-    const int carries = __ffs(~j) - 1;  // trailing ones of j
+        for (int t = 0; t < kNT; ++t)
 #pragma unroll
-    for (int l = 0; l < kDepth; ++l) {
-      if (l < carries) {
+          for (int e = 0; e < 4; ++e) x[(i * kNT + t) * 4 + e] = acc[i][t][e];
+      bf16_pack::round_words(x, v);
+    } else {
 #pragma unroll
-        for (int q = 0; q < kWords; ++q) v[q] = merge(stack[l][q], v[q]);
-      } else if (l == carries) {
+      for (int i = 0; i < kMT; ++i)
 #pragma unroll
-        for (int q = 0; q < kWords; ++q) stack[l][q] = v[q];
-      }
+        for (int t = 0; t < kNT; ++t)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            v[(i * kNT + t) * 2 + h] = bf16_pack::round_pack_definition(acc[i][t][2 * h], acc[i][t][2 * h + 1]);
     }
+    carry<kPacked>(stack, v, __ffs(~j) - 1);  // carries: the trailing ones of j
     if (j + 1 < leaves) continue;
 
     // The last leaf's carries ended at the root: store it.
@@ -214,9 +243,9 @@ __global__ void __launch_bounds__(kThreads, kDepth <= 9 ? 2 : 1)
   gemm::cp_async_wait<0>();
 }
 
-template <Major LB>
-void launch_tc(const Operand& a, const Operand& b, bf16* c, int M, int N, const RegularTree& t,
-               const char* kernel_name) {
+template <Major LB, bool kPacked>
+void launch_tc_as(const Operand& a, const Operand& b, bf16* c, int M, int N, const RegularTree& t,
+                  const char* kernel_name) {
   if (M == 0 || N == 0) return;
   const std::int64_t tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + kBN - 1) / kBN;
   const std::int64_t blocks = tiles_m * tiles_n;
@@ -225,12 +254,21 @@ void launch_tc(const Operand& a, const Operand& b, bf16* c, int M, int N, const 
   ws1::ops::require(t.width % 8 == 0 && t.width > 0 && t.width <= kBK && t.depth >= 0 && t.depth <= kDetGemmTcMaxDepth,
                     kOp, "k_tree_leaf", "internal: not a regular tree");
   // The smallest stack that holds the tree: fewer live registers for the common depths.
-  auto* kernel = t.depth <= 7   ? &det_gemm_tc_kernel<LB, 7>
-                 : t.depth <= 9 ? &det_gemm_tc_kernel<LB, 9>
-                                : &det_gemm_tc_kernel<LB, kDetGemmTcMaxDepth>;
+  auto* kernel = t.depth <= 7   ? &det_gemm_tc_kernel<LB, 7, kPacked>
+                 : t.depth <= 9 ? &det_gemm_tc_kernel<LB, 9, kPacked>
+                                : &det_gemm_tc_kernel<LB, kDetGemmTcMaxDepth, kPacked>;
   kernel<<<static_cast<unsigned>(blocks), kThreads>>>(a, b, c, M, N, t.width, 1 << t.depth,
                                                       static_cast<int>(tiles_n));
   check_launch(kernel_name);
+}
+
+template <Major LB>
+void launch_tc(const Operand& a, const Operand& b, bf16* c, int M, int N, const RegularTree& t,
+               TcArithmetic arithmetic, const char* kernel_name) {
+  if (arithmetic == TcArithmetic::kPacked)
+    launch_tc_as<LB, true>(a, b, c, M, N, t, kernel_name);
+  else
+    launch_tc_as<LB, false>(a, b, c, M, N, t, kernel_name);
 }
 
 // ---- Host functions ---------------------------------------------------------------------------------
@@ -262,21 +300,26 @@ std::optional<RegularTree> det_gemm_regular_tree(std::int64_t R, std::int64_t le
   return RegularTree{width, depth};
 }
 
-void det_gemm_tc_nn(const bf16* a, const bf16* b, bf16* c, int M, int N, const RegularTree& t) {
+void det_gemm_tc_nn(const bf16* a, const bf16* b, bf16* c, int M, int N, const RegularTree& t,
+                    TcArithmetic arithmetic) {
   const std::int64_t R = t.length();
   // A = a [M][R] (K-major), B = b [R][N] (N-major).
-  launch_tc<Major::kMN>(gemm::make_operand(a, R), gemm::make_operand(b, N), c, M, N, t, "det_gemm_tc_kernel_nn");
+  launch_tc<Major::kMN>(gemm::make_operand(a, R), gemm::make_operand(b, N), c, M, N, t, arithmetic,
+                        "det_gemm_tc_kernel_nn");
 }
 
-void det_gemm_tc_nt(const bf16* a, const bf16* b, bf16* c, int M, int N, const RegularTree& t) {
+void det_gemm_tc_nt(const bf16* a, const bf16* b, bf16* c, int M, int N, const RegularTree& t,
+                    TcArithmetic arithmetic) {
   const std::int64_t R = t.length();
   // A = a [M][R] (K-major), B = bᵀ with b [N][R] (K-major).
-  launch_tc<Major::kK>(gemm::make_operand(a, R), gemm::make_operand(b, R), c, M, N, t, "det_gemm_tc_kernel_nt");
+  launch_tc<Major::kK>(gemm::make_operand(a, R), gemm::make_operand(b, R), c, M, N, t, arithmetic,
+                       "det_gemm_tc_kernel_nt");
 }
 
 bool det_gemm_tc_applies(std::int64_t R, std::int64_t leaf) { return det_gemm_regular_tree(R, leaf).has_value(); }
 
-ws1::Result<ws1::Tensors> det_gemm_tensor_core_forward(const ws1::Tensors& in, const ws1::OpContext& ctx) {
+ws1::Result<ws1::Tensors> det_gemm_tc_forward_with(const ws1::Tensors& in, const ws1::OpContext& ctx,
+                                                   TcArithmetic arithmetic) {
   return ws1::ops::guarded(kOp, [&] {
     const ws1::ops::DetGemmInputs x = ws1::ops::det_gemm_inputs(kOp, in, false);
     const std::int64_t leaf = ws1::ops::det_gemm_tree_leaf(kOp, ctx);
@@ -285,12 +328,14 @@ ws1::Result<ws1::Tensors> det_gemm_tensor_core_forward(const ws1::Tensors& in, c
     if (!tree) return value_or_throw(det_gemm_cuda().forward(in, ctx));  // not regular: the naive kernels
     const DeviceArray<bf16> a = upload_bf16(x.a), b = upload_bf16(x.b);
     DeviceArray<bf16> c = poisoned<bf16>(static_cast<std::size_t>(e.M) * e.N);
-    launch_region("det_gemm_tc.fwd", [&] { det_gemm_tc_nn(a.get(), b.get(), c.get(), e.M, e.N, *tree); });
+    launch_region(arithmetic == TcArithmetic::kPacked ? "det_gemm_tc.fwd" : "det_gemm_tc.fwd.per_element",
+                  [&] { det_gemm_tc_nn(a.get(), b.get(), c.get(), e.M, e.N, *tree, arithmetic); });
     return ws1::Tensors{{"c", download_bf16(c, {e.M, e.N})}};
   });
 }
 
-ws1::Result<ws1::Tensors> det_gemm_tensor_core_backward(const ws1::Tensors& in, const ws1::OpContext& ctx) {
+ws1::Result<ws1::Tensors> det_gemm_tc_backward_with(const ws1::Tensors& in, const ws1::OpContext& ctx,
+                                                    TcArithmetic arithmetic) {
   return ws1::ops::guarded(kOp, [&] {
     const ws1::ops::DetGemmInputs x = ws1::ops::det_gemm_inputs(kOp, in, true);
     const std::int64_t leaf = ws1::ops::det_gemm_tree_leaf(kOp, ctx);
@@ -301,14 +346,22 @@ ws1::Result<ws1::Tensors> det_gemm_tensor_core_backward(const ws1::Tensors& in, 
     const DeviceArray<bf16> a = upload_bf16(x.a), b = upload_bf16(x.b), dy = upload_bf16(*x.dy);
     DeviceArray<bf16> da = poisoned<bf16>(static_cast<std::size_t>(e.M) * e.K);
     DeviceArray<bf16> db = poisoned<bf16>(static_cast<std::size_t>(e.K) * e.N);
-    launch_region("det_gemm_tc.bwd", [&] {
+    launch_region(arithmetic == TcArithmetic::kPacked ? "det_gemm_tc.bwd" : "det_gemm_tc.bwd.per_element", [&] {
       // da[m, k] = sum over n of dy[m, n] * b[k, n]: A = dy [M][N], B = bᵀ (b is [K][N]).
-      det_gemm_tc_nt(dy.get(), b.get(), da.get(), e.M, e.K, *over_n);
+      det_gemm_tc_nt(dy.get(), b.get(), da.get(), e.M, e.K, *over_n, arithmetic);
       // db[k, n] = sum over m of a[m, k] * dy[m, n]: the naive kernel (any M).
       det_gemm_naive_db(a, dy, db, e.M, e.K, e.N, over_m);
     });
     return ws1::Tensors{{"da", download_bf16(da, {e.M, e.K})}, {"db", download_bf16(db, {e.K, e.N})}};
   });
+}
+
+ws1::Result<ws1::Tensors> det_gemm_tensor_core_forward(const ws1::Tensors& in, const ws1::OpContext& ctx) {
+  return det_gemm_tc_forward_with(in, ctx, TcArithmetic::kPacked);
+}
+
+ws1::Result<ws1::Tensors> det_gemm_tensor_core_backward(const ws1::Tensors& in, const ws1::OpContext& ctx) {
+  return det_gemm_tc_backward_with(in, ctx, TcArithmetic::kPacked);
 }
 
 }  // namespace ws1cuda

@@ -5,6 +5,10 @@
 // two differ only in the order inside a leaf). Reduction lengths whose tree is not regular fall
 // back to the naive kernels' bits. Inputs at the fixtures' scale (D11): a and dy unit normal,
 // b normal x 2^-round(log2 sqrt K).
+// The kernel's packed bf16 arithmetic (cvt.rn.bf16x2.f32, add.rn.bf16x2, a fix-up for NaNs)
+// equals det_gemm's per-element definition on every input (exhaustive device checks), and the
+// op's outputs equal those of the kernel's per-element formulation bit for bit, NaN, inf and
+// subnormal inputs included.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -77,6 +81,64 @@ Tolerance bf16_row(const test::Workload& w, const RunContext& run, Judgment j) {
 struct Shape3 {
   std::int64_t K, N;
 };
+
+// bf16 bit patterns planted among the normal values: NaNs with payloads (quiet, signaling,
+// negative), infinities, the largest finite value, subnormals, a negative zero.
+constexpr std::uint16_t kQuietNaN = 0x7FC1, kNegSignalingNaN = 0xFFA5, kSignalingNaN = 0x7F81;
+constexpr std::uint16_t kInf = 0x7F80, kNegInf = 0xFF80, kMaxFinite = 0x7F7F;
+constexpr std::uint16_t kMinSubnormal = 0x0001, kNegSubnormal = 0x8050, kNegZero = 0x8000;
+
+// Plants special values in a row-major [rows][cols] bf16 tensor, by line: lines are rows
+// (along_rows) or columns. Line l: l % 11 == 1: one NaN (of three kinds); == 2: +inf in the
+// first leaf-sized block, -inf further on (inf + -inf in a merge, or a single inf); == 3: the
+// whole line times 2^-128 (subnormal bf16 and subnormal FP32 leaf sums); == 4: a few largest
+// finite values and scattered signed subnormals and -0. Other lines stay normal.
+void plant_specials(Tensor& t, bool along_rows) {
+  const std::int64_t rows = t.shape()[0], cols = t.shape()[1];
+  const std::int64_t lines = along_rows ? rows : cols, length = along_rows ? cols : rows;
+  auto* p = t.data<std::uint16_t>();
+  auto at = [&](std::int64_t line, std::int64_t i) -> std::uint16_t& {
+    return along_rows ? p[line * cols + i] : p[i * cols + line];
+  };
+  for (std::int64_t l = 0; l < lines; ++l) {
+    const std::int64_t i = (l * 37) % length;  // some position along the line
+    switch (l % 11) {
+      case 1:
+        at(l, i) = (l / 11) % 3 == 0 ? kQuietNaN : (l / 11) % 3 == 1 ? kNegSignalingNaN : kSignalingNaN;
+        break;
+      case 2:
+        at(l, i % 32) = kInf;
+        at(l, length - 1 - i % 32) = kNegInf;
+        break;
+      case 3:
+        for (std::int64_t k = 0; k < length; ++k) at(l, k) = to_bf16(std::ldexp(from_bf16(bf16{at(l, k)}), -128)).bits;
+        break;
+      case 4:
+        at(l, i) = kMaxFinite;
+        for (std::int64_t k = i % 5; k < length; k += 5) at(l, k) = k % 2 == 0 ? kMinSubnormal : kNegSubnormal;
+        at(l, length / 2) = kNegZero;
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// Counts of the kinds of bf16 values in t, to show that planted inputs reach the outputs.
+struct Kinds {
+  std::int64_t nan = 0, inf = 0, subnormal = 0, normal = 0;
+};
+Kinds kinds_of(const Tensor& t) {
+  Kinds k;
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    const std::uint16_t h = t.data<std::uint16_t>()[i], mag = h & 0x7FFF;
+    if (mag > kInf) ++k.nan;
+    else if (mag == kInf) ++k.inf;
+    else if (mag != 0 && mag < 0x0080) ++k.subnormal;
+    else if (mag != 0) ++k.normal;
+  }
+  return k;
+}
 
 }  // namespace
 
@@ -249,4 +311,93 @@ TEST_CASE("det_gemm_tc refuses bad inputs with the op's one-line errors", "[gpu]
   CHECK(fwd.error().message().find("det_gemm: b:") != std::string::npos);
   const auto bwd = ws1cuda::det_gemm_tensor_core_backward(in, run.op_context);  // and no dy.c
   REQUIRE_FALSE(bwd.ok());
+}
+
+TEST_CASE("det_gemm_tc packed leaf rounding equals round_bf16 on all 2^32 floats", "[gpu][det_gemm_tc]") {
+  const auto check = ws1cuda::det_gemm_tc_check_leaf_rounding();
+  REQUIRE(check.ok());
+  // Every float once in each half; the NaN floats (2 signs x 2^23 - 1 mantissas) reach the fix-up.
+  const std::uint64_t nan_floats = 2 * ((std::uint64_t{1} << 23) - 1);
+  CHECK(check->lanes == 2 * (std::uint64_t{1} << 32));
+  CHECK(check->nan_lanes == 2 * nan_floats);
+  INFO("hardware lanes wrong outside the fix-up " << check->fast_mismatches << ", helper lanes wrong "
+                                                   << check->helper_mismatches);
+  CHECK(check->fast_mismatches == 0);
+  CHECK(check->helper_mismatches == 0);
+}
+
+TEST_CASE("det_gemm_tc packed merge equals bf16(float + float) on all 2^32 bf16 pairs", "[gpu][det_gemm_tc]") {
+  const auto check = ws1cuda::det_gemm_tc_check_merge();
+  REQUIRE(check.ok());
+  // NaN results: pairs with a NaN operand (254 NaN patterns of 65536) and inf + (-inf) both ways.
+  const std::uint64_t all = std::uint64_t{65536} * 65536, no_nan = std::uint64_t{65536 - 254} * (65536 - 254);
+  CHECK(check->lanes == 2 * all);
+  CHECK(check->nan_lanes == 2 * (all - no_nan + 2));
+  INFO("hardware lanes wrong outside the fix-up " << check->fast_mismatches << ", helper lanes wrong "
+                                                   << check->helper_mismatches);
+  CHECK(check->fast_mismatches == 0);
+  CHECK(check->helper_mismatches == 0);
+}
+
+TEST_CASE("det_gemm_tc forward: the packed arithmetic gives the per-element kernel's bits, specials planted",
+          "[gpu][det_gemm_tc]") {
+  const RunContext run = test::cuda_run_context(test::workload(test::gpu_workload_name()));
+  const std::int64_t N = 256;
+  for (const std::int64_t K : {4096, 12288}) {
+    REQUIRE(ws1cuda::det_gemm_tc_applies(K, run.op_context.k_tree_leaf));
+    for (const std::int64_t M : {1, 77, 300}) {
+      INFO("M " << M << " K " << K << " N " << N);
+      Tensor a = normal_bf16({M, K}, static_cast<std::uint32_t>(K + M), 1.0);
+      Tensor b = normal_bf16({K, N}, static_cast<std::uint32_t>(K + M + 1), weight_scale(K));
+      plant_specials(a, /*along_rows=*/true);  // rows of c (M = 1: only row 0, which stays normal)
+      plant_specials(b, /*along_rows=*/false);  // columns of c
+      const Tensors in{{"a", a}, {"b", b}};
+      const auto packed = ws1cuda::det_gemm_tensor_core_forward(in, run.op_context);
+      const auto per_element = ws1cuda::det_gemm_tensor_core_forward_per_element(in, run.op_context);
+      const Tensor& c = output(packed, "c");
+      const Tensor& c_ref = output(per_element, "c");
+      REQUIRE(c.shape() == Shape{M, N});
+      REQUIRE(c_ref.shape() == c.shape());
+      const Kinds k = kinds_of(c);
+      INFO("outputs: NaN " << k.nan << ", inf " << k.inf << ", subnormal " << k.subnormal << ", normal " << k.normal
+                           << "; differing from the per-element kernel " << differing_elements(c, c_ref));
+      // The planted values reach the outputs (subnormal outputs are reported, not required:
+      // whether they appear is the MMA's subnormal handling, the same in both kernels).
+      CHECK(k.nan > 0);
+      CHECK(k.inf > 0);
+      CHECK(k.normal > 0);
+      CHECK(std::memcmp(c.raw(), c_ref.raw(), c.nbytes()) == 0);
+    }
+  }
+}
+
+TEST_CASE("det_gemm_tc backward: the packed arithmetic gives the per-element kernel's da bits, specials planted",
+          "[gpu][det_gemm_tc]") {
+  const RunContext run = test::cuda_run_context(test::workload(test::gpu_workload_name()));
+  const std::int64_t M = 77, K = 256;
+  for (const std::int64_t N : {4096, 12288}) {  // da reduces over N
+    INFO("M " << M << " K " << K << " N " << N);
+    REQUIRE(ws1cuda::det_gemm_tc_applies(N, run.op_context.k_tree_leaf));
+    const Tensor a = normal_bf16({M, K}, static_cast<std::uint32_t>(N + 7), 1.0);
+    Tensor b = normal_bf16({K, N}, static_cast<std::uint32_t>(N + 8), weight_scale(N));
+    Tensor dy = normal_bf16({M, N}, static_cast<std::uint32_t>(N + 9), 1.0);
+    plant_specials(dy, /*along_rows=*/true);  // rows of da
+    plant_specials(b, /*along_rows=*/true);   // b [K][N]: row k of b is column k of da
+    const Tensors in{{"a", a}, {"b", b}, {"dy.c", dy}};
+    const auto packed = ws1cuda::det_gemm_tensor_core_backward(in, run.op_context);
+    const auto per_element = ws1cuda::det_gemm_tensor_core_backward_per_element(in, run.op_context);
+    for (const char* name : {"da", "db"}) {
+      INFO(name);
+      const Tensor& x = output(packed, name);
+      const Tensor& x_ref = output(per_element, name);
+      REQUIRE(x.shape() == x_ref.shape());
+      INFO("differing from the per-element kernel: " << differing_elements(x, x_ref));
+      CHECK(std::memcmp(x.raw(), x_ref.raw(), x.nbytes()) == 0);
+    }
+    const Kinds k = kinds_of(output(packed, "da"));
+    INFO("da: NaN " << k.nan << ", inf " << k.inf << ", subnormal " << k.subnormal << ", normal " << k.normal);
+    CHECK(k.nan > 0);
+    CHECK(k.inf > 0);
+    CHECK(k.normal > 0);
+  }
 }

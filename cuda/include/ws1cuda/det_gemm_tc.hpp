@@ -31,4 +31,29 @@ ws1::Result<ws1::Tensors> det_gemm_tensor_core_forward(const ws1::Tensors& in, c
 // rows, of any length); when da does not apply, det_gemm's own backward. Region "det_gemm_tc.bwd".
 ws1::Result<ws1::Tensors> det_gemm_tensor_core_backward(const ws1::Tensors& in, const ws1::OpContext& ctx);
 
+// ---- Self-tests (for test/gpu) ----------------------------------------------------------------
+// The kernel rounds leaves and merges two bf16 per instruction (cvt.rn.bf16x2.f32,
+// add.rn.bf16x2) and re-runs det_gemm's per-element definition (round_bf16 with its NaN rule,
+// bf16(float(left) + float(right))) where the hardware gave a NaN; the two must agree bit for
+// bit on every input.
+
+// Exhaustive comparison counts, over both bf16 halves of a packed word.
+struct DetGemmTcArithmeticCheck {
+  std::uint64_t lanes = 0;              // lanes compared: every input once in each half (2 * 2^32)
+  std::uint64_t nan_lanes = 0;          // lanes whose hardware result is NaN (the fix-up's cases)
+  std::uint64_t fast_mismatches = 0;    // lanes the hardware gets wrong where the fix-up is not taken
+  std::uint64_t helper_mismatches = 0;  // lanes where the kernel's helper differs from the definition
+};
+// Leaf rounding on all 2^32 float bit patterns (finite, inf, NaN, subnormal, both zeros).
+ws1::Result<DetGemmTcArithmeticCheck> det_gemm_tc_check_leaf_rounding();
+// Merge on all 2^16 x 2^16 (left, right) bf16 bit-pattern pairs.
+ws1::Result<DetGemmTcArithmeticCheck> det_gemm_tc_check_merge();
+
+// det_gemm_tensor_core_forward / _backward with the kernel evaluating the definition per
+// element (its formulation before the packed arithmetic): the same bits by design, for
+// comparing outputs bitwise. Launch regions "det_gemm_tc.fwd.per_element" / ".bwd.per_element".
+ws1::Result<ws1::Tensors> det_gemm_tensor_core_forward_per_element(const ws1::Tensors& in, const ws1::OpContext& ctx);
+ws1::Result<ws1::Tensors> det_gemm_tensor_core_backward_per_element(const ws1::Tensors& in,
+                                                                     const ws1::OpContext& ctx);
+
 }  // namespace ws1cuda
