@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "elementwise.hpp"
+#include "host_vectors.cuh"
 #include "op_support.hpp"
 #include "reference_ops.hpp"
 #include "reference_support.cuh"
@@ -38,14 +39,6 @@ constexpr std::int64_t kDwRows = 256;                 // rows per dweight chunk 
 
 // A grid of `blocks` blocks, capped at kMaxBlocks (the kernels loop over the rest).
 unsigned capped(std::int64_t blocks) { return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kMaxBlocks)); }
-
-// A host vector (index arrays the input checks built) on the device.
-template <class T>
-DeviceArray<T> uploaded(const std::vector<T>& v) {
-  DeviceArray<T> a(v.size());
-  if (!v.empty()) WS1_CUDA(cudaMemcpy(a.get(), v.data(), a.bytes(), cudaMemcpyHostToDevice));
-  return a;
-}
 
 // ---- map: one FP32 output element per functor call ----
 
@@ -158,8 +151,8 @@ struct RopeRotate {
 
 ws1::Tensors rope(const ws1::Tensors& in, const ws1::OpContext& ctx, bool backward) {
   const ws1::ops::RopeInputs r = ws1::ops::rope_inputs("rope", in, ctx, backward);
-  const DeviceArray<float> v = widened(*r.v), inv_freq = uploaded(r.inv_freq);
-  const DeviceArray<std::int64_t> positions = uploaded(r.positions);
+  const DeviceArray<float> v = widened(*r.v), inv_freq = to_device(r.inv_freq);
+  const DeviceArray<std::int64_t> positions = to_device(r.positions);
   const RopeRotate f{v.get(), positions.get(), inv_freq.get(), r.layout, backward ? -1.0f : 1.0f};
   return {{backward ? "dx" : "y", mapped(r.v->shape(), f)}};
 }
@@ -196,7 +189,7 @@ struct EmbeddingDtable {
 ws1::Tensors embedding_forward(const ws1::Tensors& in, const ws1::OpContext&) {
   const ws1::ops::EmbeddingInputs g = ws1::ops::embedding_inputs("embedding", in, false);
   const DeviceArray<float> table = widened(*g.table);
-  const DeviceArray<std::int64_t> ids = uploaded(g.ids);
+  const DeviceArray<std::int64_t> ids = to_device(g.ids);
   return {{"y", mapped(g.out_shape, EmbeddingY{table.get(), ids.get(), g.hidden})}};
 }
 
@@ -218,8 +211,8 @@ ws1::Tensors embedding_backward(const ws1::Tensors& in, const ws1::OpContext&) {
   }
   starts.push_back(static_cast<std::int64_t>(tokens.size()));
   const DeviceArray<float> dy = widened(*g.dy);
-  const DeviceArray<std::int64_t> tokens_d = uploaded(tokens), starts_d = uploaded(starts),
-                                  group_of_d = uploaded(group_of);
+  const DeviceArray<std::int64_t> tokens_d = to_device(tokens), starts_d = to_device(starts),
+                                  group_of_d = to_device(group_of);
   const EmbeddingDtable f{dy.get(), tokens_d.get(), starts_d.get(), group_of_d.get(), g.hidden};
   return {{"dtable", mapped({g.vocab, g.hidden}, f)}};
 }
@@ -248,7 +241,7 @@ ws1::Tensors pack_forward(const ws1::Tensors& in, const ws1::OpContext&) {
   const ws1::ops::PackInputs r = ws1::ops::pack_inputs("pack", in, false);
   const ws1::ops::Packing& p = r.packing;
   const DeviceArray<float> x = widened(*r.x);
-  const DeviceArray<std::int64_t> from = uploaded(p.active);
+  const DeviceArray<std::int64_t> from = to_device(p.active);
   return {{"packed", mapped(p.packed_shape, MoveRows{x.get(), from.get(), p.width})},
           {"cu_seqlens", i64_tensor(p.cu_seqlens)}};
 }
@@ -260,7 +253,7 @@ ws1::Tensors pack_backward(const ws1::Tensors& in, const ws1::OpContext&) {
   for (std::size_t k = 0; k < p.active.size(); ++k)
     slot[static_cast<std::size_t>(p.active[k])] = static_cast<std::int64_t>(k);
   const DeviceArray<float> dy = widened(*r.dy);
-  const DeviceArray<std::int64_t> from = uploaded(slot);
+  const DeviceArray<std::int64_t> from = to_device(slot);
   return {{"dx", mapped(r.x->shape(), MoveRows{dy.get(), from.get(), p.width})}};
 }
 
