@@ -1,30 +1,39 @@
 // The accuracy comparator of spec §4.1 and its error statistics (definitions in ws1/judge.hpp).
 //
-// One pass decides every element and gathers counts, sums, maxima and the worst element; the
-// percentiles need the values themselves, so each statistic is then collected into one float
-// buffer (reused) and ranked with nth_element. The buffer is 4 bytes per element, whatever the
-// number of statistics; the tensors are walked in place, so a non-contiguous view is not copied.
+// Pass 1 decides every element and gathers counts, sums, maxima, the worst element and a
+// histogram of each statistic; pass 2 recomputes the statistics and keeps only the values in
+// the histogram buckets that hold P99 and P99.9 (percentile.hpp), so no per-element buffer is
+// kept. Both passes run over fixed chunks of the flat range on a few threads; the per-chunk
+// results are merged in chunk order, so every output bit is independent of the thread count.
+// A non-contiguous view is first copied into a contiguous tensor.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <type_traits>
 
 #include "elements.hpp"
+#include "pair_errors.hpp"
 #include "percentile.hpp"
 #include "ws1/judge.hpp"
 
 namespace ws1 {
 namespace {
 
+using judge_detail::abs_error;
+using judge_detail::error_ratio;
+using judge_detail::kInf;
 using judge_detail::load_float;
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using judge_detail::rel_error;
+using judge_detail::same_finite;
+using judge_detail::ulp_error;
 
 bool candidate_dtype_ok(DType t) {
   return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32;
@@ -47,46 +56,6 @@ std::optional<std::string> incomparable(const Tensor& c, const Tensor& r, const 
     return fmt::format("tolerance atol {} rtol {} is not finite and non-negative", tol.atol,
                        tol.rtol);
   return std::nullopt;
-}
-
-// Candidate and reference hold the same finite value with the same bits: abs, rel and ulp
-// errors are all exactly 0 and the element passes any row (atol, rtol >= 0).
-inline bool same_finite(float c, float r) {
-  return std::isfinite(c) && std::bit_cast<std::uint32_t>(c) == std::bit_cast<std::uint32_t>(r);
-}
-
-// The three observed errors of a pair without NaN.
-double abs_error(float c, float r) {
-  if (c == r) return 0;  // also equal infinities, and +0 against -0
-  if (std::isinf(c) || std::isinf(r)) return kInf;
-  return std::fabs(static_cast<double>(c) - static_cast<double>(r));
-}
-
-double rel_error(float c, float r) {
-  const double a = abs_error(c, r);
-  if (a == 0 || std::isinf(a)) return a;
-  return a / std::max(std::fabs(static_cast<double>(r)), kRelErrorDenominatorFloor);
-}
-
-// ulp_distance() rounds the reference to the candidate dtype (nearest even) before counting.
-double ulp_error(float c, float r, DType candidate) {
-  return static_cast<double>(ulp_distance(c, r, candidate));
-}
-
-// |c - r| / allowed of a pair without NaN, with `ok` the exact decision. 0 / 0 is 0 (an exact
-// answer where nothing is allowed) and x / 0 is inf; a failing infinite pairing has an
-// infinite error, so inf. The quotient is rounded in double, so it is clamped onto the side of
-// 1 the exact decision is on: <= 1 for a pass, >= 1 for a violation (exactly 1 can be either;
-// WorstElement::violates tells).
-double error_ratio(double abs_err, double allowed, bool ok) {
-  double ratio = 0;
-  if (abs_err == 0)
-    ratio = 0;
-  else if (allowed == 0 || std::isinf(abs_err))
-    ratio = kInf;
-  else
-    ratio = abs_err / allowed;
-  return ok ? std::min(ratio, 1.0) : std::max(ratio, 1.0);
 }
 
 ErrorStats nan_stats() {
@@ -153,58 +122,200 @@ struct Ranks {
   }
 };
 
-// Pass 1 on one element pair.
-void visit(Partial& p, Ranks& rk, std::int64_t flat, float c, float r, const Tolerance& tol,
-           DType ct) {
-  if (same_finite(c, r)) {  // every error is 0: only a first worst element to record
-    rk.abs.count_zeros(1);
-    rk.rel.count_zeros(1);
-    rk.ulp.count_zeros(1);
-    if (p.worst_flat < 0) {
-      p.worst_flat = flat;
-      p.worst = WorstElement{{}, c, r, tol.atol + tol.rtol * std::fabs(static_cast<double>(r)), 0.0, false};
-    }
-    return;
-  }
-  double allowed = 0, ratio = 0;
-  bool violates = true;
-  if (std::isnan(c) || std::isnan(r)) {
-    ++p.nan_elements;
-    ++p.violations;
-    p.candidate_nans += std::isnan(c);
-    p.reference_nans += std::isnan(r);
-    allowed = std::isnan(r) ? r : std::isinf(r) ? kInf : tol.atol + tol.rtol * std::fabs(r);
-    ratio = kInf;
+// ---- pass 1 and pass 2 on one chunk --------------------------------------------------------
+//
+// Both are templates on the candidate dtype so that the element loads and the finite pair's
+// errors (pair_errors.hpp) inline into the loop. A pair of finite floats, the common case, takes
+// the finite form of pair_errors.hpp; a pair with a NaN or an infinity takes nonfinite_pair(),
+// the general definitions. Both give the same values bit for bit (pair_errors.hpp says why) and
+// feed the same running values in element order, so every sum is associated as in a plain loop
+// over the chunk: results are identical to a visit of each element by the general form.
+
+template <DType CT>
+float load_candidate(const std::byte* base, std::int64_t flat) {
+  if constexpr (CT == DType::kBF16) {
+    std::uint16_t h = 0;  // from_bf16(), inline: the bf16 bits are the float's top half
+    std::memcpy(&h, base + static_cast<std::size_t>(flat) * 2, 2);
+    return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
   } else {
-    const bool ok = within_tolerance(c, r, tol);
-    violates = !ok;
-    const double a = abs_error(c, r), rel = rel_error(c, r), u = ulp_error(c, r, ct);
-    p.abs_sum += a;
-    p.rel_sum += rel;
-    p.ulp_sum += u;
+    return load_float(base + static_cast<std::size_t>(flat) * dtype_size(CT), CT);
+  }
+}
+
+float load_reference(const std::byte* base, std::int64_t flat) {
+  float f = 0;
+  std::memcpy(&f, base + static_cast<std::size_t>(flat) * 4, 4);
+  return f;
+}
+
+// What pass 1 records of a pair that is not same_finite() and holds a NaN or an infinity.
+struct NonfinitePair {
+  bool nan = false;  // a NaN on either side: counted, kept out of the statistics
+  bool candidate_nan = false, reference_nan = false;
+  double abs = 0, rel = 0, ulp = 0;  // the statistics when there is no NaN
+  double allowed = 0, ratio = kInf;
+  bool violates = true;
+};
+
+NonfinitePair nonfinite_pair(float c, float r, const Tolerance& tol, DType ct) {
+  NonfinitePair x;
+  if (std::isnan(c) || std::isnan(r)) {
+    x.nan = true;
+    x.candidate_nan = std::isnan(c);
+    x.reference_nan = std::isnan(r);
+    x.allowed = std::isnan(r) ? r : std::isinf(r) ? kInf : tol.atol + tol.rtol * std::fabs(r);
+    return x;
+  }
+  const bool ok = within_tolerance(c, r, tol);
+  x.violates = !ok;
+  x.abs = abs_error(c, r);
+  x.rel = rel_error(c, r);
+  x.ulp = ulp_error(c, r, ct);
+  x.allowed = std::isinf(r) ? kInf : tol.atol + tol.rtol * std::fabs(r);
+  x.ratio = error_ratio(x.abs, x.allowed, ok);
+  return x;
+}
+
+// Pass 1 on the elements [begin, end) of one chunk: decisions, counts, sums, maxima and the
+// worst element; the error values are counted into the worker's histograms `rk`. The running
+// values live in locals rather than in a Partial so that the compiler can keep them in
+// registers (the histogram stores could otherwise alias them).
+template <DType CT>
+Partial pass1_chunk(Ranks& rk, const std::byte* cbase, const std::byte* rbase, std::int64_t begin,
+                    std::int64_t end, const Tolerance& tol) {
+  Partial p;
+  std::int64_t zeros = 0, violations = 0;
+  double abs_sum = 0, rel_sum = 0, ulp_sum = 0, abs_max = 0, rel_max = 0, ulp_max = 0;
+  std::int64_t worst_flat = -1;
+  float worst_c = 0, worst_r = 0;
+  double worst_allowed = 0, worst_margin = 0;
+  bool worst_violates = false;
+
+  const auto add_stats = [&](double a, double rel, double u) {
+    abs_sum += a;
+    rel_sum += rel;
+    ulp_sum += u;
     rk.abs.count(static_cast<float>(a));
     rk.rel.count(static_cast<float>(rel));
     rk.ulp.count(static_cast<float>(u));
-    p.abs_max = std::max(p.abs_max, a);
-    p.rel_max = std::max(p.rel_max, rel);
-    p.ulp_max = std::max(p.ulp_max, u);
-    if (std::isinf(c) || std::isinf(r)) {
-      ++p.infinite;
-      allowed = std::isinf(r) ? kInf : tol.atol + tol.rtol * std::fabs(r);
-    } else {
-      allowed = tol.atol + tol.rtol * std::fabs(static_cast<double>(r));
+    abs_max = std::max(abs_max, a);
+    rel_max = std::max(rel_max, rel);
+    ulp_max = std::max(ulp_max, u);
+  };
+  // Partial::outranks(): the first, in row-major order, of the largest (ratio, violates); at
+  // an equal ratio a violation outranks a pass (both can read 1.0).
+  const auto consider_worst = [&](std::int64_t flat, float c, float r, double allowed,
+                                  double ratio, bool violates) {
+    if (worst_flat < 0 || ratio > worst_margin ||
+        (ratio == worst_margin && violates && !worst_violates)) {
+      worst_flat = flat;
+      worst_c = c;
+      worst_r = r;
+      worst_allowed = allowed;
+      worst_margin = ratio;
+      worst_violates = violates;
     }
-    ratio = error_ratio(a, allowed, ok);
-    if (!ok) ++p.violations;
+  };
+
+  const auto add_finite = [&](std::int64_t flat, float c, float r,
+                              const judge_detail::FiniteStats& s, double allowed, bool ok) {
+    add_stats(s.abs, s.rel, s.ulp);
+    violations += ok ? 0 : 1;
+    consider_worst(flat, c, r, allowed, error_ratio(s.abs, allowed, ok), !ok);
+  };
+
+  std::int64_t flat = begin;
+  for (;;) {
+    // The common pairs, in a loop without a function call (so the running values can stay in
+    // registers): equal bits, or finite with a decision the fast comparison settles. It stops
+    // at the first other pair.
+    for (; flat < end; ++flat) {
+      const float c = load_candidate<CT>(cbase, flat);
+      const float r = load_reference(rbase, flat);
+      if (same_finite(c, r)) {  // every error is 0: counted as zeros; a first worst element
+        ++zeros;
+        if (worst_flat < 0) consider_worst(flat, c, r, judge_detail::finite_allowed(r, tol), 0.0, false);
+        continue;
+      }
+      if (!std::isfinite(c) || !std::isfinite(r)) break;
+      const judge_detail::FiniteStats s = judge_detail::finite_stats<CT>(c, r);
+      const double allowed = judge_detail::finite_allowed(r, tol);
+      const std::optional<bool> ok = judge_detail::fast_decision(s.abs, allowed);
+      if (!ok) break;
+      add_finite(flat, c, r, s, allowed, *ok);
+    }
+    if (flat == end) break;
+    // A rare pair: a NaN or an infinity, or finite within the rounding band of its bound.
+    const float c = load_candidate<CT>(cbase, flat);
+    const float r = load_reference(rbase, flat);
+    if (std::isfinite(c) && std::isfinite(r)) {
+      const judge_detail::FiniteErrors e = judge_detail::finite_errors<CT>(c, r, tol);
+      add_finite(flat, c, r, e.stats, e.allowed, e.ok);
+    } else {
+      const NonfinitePair x = nonfinite_pair(c, r, tol, CT);
+      if (x.nan) {
+        ++p.nan_elements;
+        p.candidate_nans += x.candidate_nan;
+        p.reference_nans += x.reference_nan;
+      } else {
+        ++p.infinite;
+        add_stats(x.abs, x.rel, x.ulp);
+      }
+      violations += x.violates ? 1 : 0;
+      consider_worst(flat, c, r, x.allowed, x.ratio, x.violates);
+    }
+    ++flat;
   }
-  // At an equal ratio a violation outranks a pass (both can read 1.0).
-  if (p.outranks(ratio, violates)) {
-    p.worst_flat = flat;
-    p.worst.candidate = c;
-    p.worst.reference = r;
-    p.worst.allowed = allowed;
-    p.worst.margin = ratio;
-    p.worst.violates = violates;
+
+  rk.abs.count_zeros(zeros);
+  rk.rel.count_zeros(zeros);
+  rk.ulp.count_zeros(zeros);
+  p.violations = violations;
+  p.abs_sum = abs_sum;
+  p.rel_sum = rel_sum;
+  p.ulp_sum = ulp_sum;
+  p.abs_max = abs_max;
+  p.rel_max = rel_max;
+  p.ulp_max = ulp_max;
+  p.worst_flat = worst_flat;
+  if (worst_flat >= 0)
+    p.worst = WorstElement{{}, worst_c, worst_r, worst_allowed, worst_margin, worst_violates};
+  return p;
+}
+
+// Pass 2 on one chunk: the same error values as pass 1 (same functions), offered to the
+// worker's selectors `rk`, which keep those in the buckets that hold the ranks.
+template <DType CT>
+void pass2_chunk(Ranks& rk, const std::byte* cbase, const std::byte* rbase, std::int64_t begin,
+                 std::int64_t end) {
+  for (std::int64_t flat = begin; flat < end; ++flat) {
+    const float c = load_candidate<CT>(cbase, flat);
+    const float r = load_reference(rbase, flat);
+    if (same_finite(c, r)) continue;  // a counted zero
+    if (std::isfinite(c) && std::isfinite(r)) {
+      const judge_detail::FiniteStats s = judge_detail::finite_stats<CT>(c, r);
+      rk.abs.keep(static_cast<float>(s.abs));
+      rk.rel.keep(static_cast<float>(s.rel));
+      rk.ulp.keep(static_cast<float>(s.ulp));
+    } else if (!std::isnan(c) && !std::isnan(r)) {
+      rk.abs.keep(static_cast<float>(abs_error(c, r)));
+      rk.rel.keep(static_cast<float>(rel_error(c, r)));
+      rk.ulp.keep(static_cast<float>(ulp_error(c, r, CT)));
+    }
+  }
+}
+
+// f(std::integral_constant<DType, CT>) for the candidate dtype (bf16, f16 or f32, checked by
+// incomparable() before any pass).
+template <class F>
+decltype(auto) with_candidate_dtype(DType ct, F&& f) {
+  switch (ct) {
+    case DType::kBF16:
+      return f(std::integral_constant<DType, DType::kBF16>{});
+    case DType::kF16:
+      return f(std::integral_constant<DType, DType::kF16>{});
+    default:
+      return f(std::integral_constant<DType, DType::kF32>{});
   }
 }
 
@@ -250,14 +361,12 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
     return t;
   }
   const DType ct = candidate.dtype();
-  const DType rt = reference.dtype();
 
   // Contiguous element arrays: the passes below split the flat range into fixed chunks.
   const Tensor cc = candidate.is_contiguous() ? candidate : candidate.contiguous();
   const Tensor rc = reference.is_contiguous() ? reference : reference.contiguous();
   const std::byte* cbase = cc.raw();
   const std::byte* rbase = rc.raw();
-  const std::size_t cs = dtype_size(ct), rs = dtype_size(rt);
   const std::int64_t chunks = (t.numel + kChunk - 1) / kChunk;
   const unsigned workers = worker_count(chunks);
 
@@ -265,13 +374,9 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
   std::vector<Partial> parts(static_cast<std::size_t>(chunks));
   std::vector<Ranks> ranks(workers);
   for_chunks(t.numel, workers, [&](unsigned w, std::int64_t k, std::int64_t begin, std::int64_t end) {
-    Partial& p = parts[static_cast<std::size_t>(k)];
-    Ranks& rk = ranks[w];
-    for (std::int64_t flat = begin; flat < end; ++flat) {
-      const float c = load_float(cbase + static_cast<std::size_t>(flat) * cs, ct);
-      const float r = load_float(rbase + static_cast<std::size_t>(flat) * rs, rt);
-      visit(p, rk, flat, c, r, tol, ct);
-    }
+    parts[static_cast<std::size_t>(k)] = with_candidate_dtype(ct, [&](auto dt) {
+      return pass1_chunk<decltype(dt)::value>(ranks[w], cbase, rbase, begin, end, tol);
+    });
   });
   // Merged in chunk order: the sums' association and the worst element's tie rule (the first
   // in row-major order) do not depend on the number of workers.
@@ -301,15 +406,9 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
     merged.plan();
     std::vector<Ranks> keep(workers, merged);
     for_chunks(t.numel, workers, [&](unsigned w, std::int64_t, std::int64_t begin, std::int64_t end) {
-      Ranks& rk = keep[w];
-      for (std::int64_t flat = begin; flat < end; ++flat) {
-        const float c = load_float(cbase + static_cast<std::size_t>(flat) * cs, ct);
-        const float r = load_float(rbase + static_cast<std::size_t>(flat) * rs, rt);
-        if (same_finite(c, r) || std::isnan(c) || std::isnan(r)) continue;
-        rk.abs.keep(static_cast<float>(abs_error(c, r)));
-        rk.rel.keep(static_cast<float>(rel_error(c, r)));
-        rk.ulp.keep(static_cast<float>(ulp_error(c, r, ct)));
-      }
+      with_candidate_dtype(ct, [&](auto dt) {
+        pass2_chunk<decltype(dt)::value>(keep[w], cbase, rbase, begin, end);
+      });
     });
     for (Ranks& rk : keep) merged.take_kept(rk);
     const auto ranked = [](judge_detail::RankSelector& sel, ErrorStats& s) {

@@ -9,11 +9,14 @@ constexpr std::size_t kBuckets = 1u << 16;
 
 RankSelector::RankSelector() : hist_(kBuckets, 0) {}
 
-std::uint32_t RankSelector::bucket(float v) { return std::bit_cast<std::uint32_t>(v) >> 16; }
-
 void RankSelector::add_counts(const RankSelector& o) {
   for (std::size_t b = 0; b < kBuckets; ++b) hist_[b] += o.hist_[b];
   zeros_ += o.zeros_;
+}
+
+void RankSelector::keep_in_bucket(float v, std::uint32_t b) {
+  if (b == target_[0].bucket) target_[0].kept.push_back(v);
+  if (b == target_[1].bucket && target_[1].bucket != target_[0].bucket) target_[1].kept.push_back(v);
 }
 
 void RankSelector::take_kept(RankSelector& o) {

@@ -55,6 +55,8 @@ bool within_tolerance(float candidate, float reference, const Tolerance& tol) {
   const double c = candidate, r = reference, abs_r = std::fabs(r);
   const double diff = std::fabs(c - r);
   const double bound = tol.atol + tol.rtol * abs_r;
+  // pair_errors.hpp's fast_decision() repeats this fast path inline for the judge's element
+  // loop: keep the two equal.
   const double band = bound * 0x1p-49;
   if (diff < bound - band) return true;
   if (diff > bound + band) return false;
