@@ -7,6 +7,7 @@
 #include "ws1cuda/cuda_backend.hpp"
 #include "ws1cuda/cuda_op.hpp"
 #include "ws1cuda/device_info.hpp"
+#include "ws1cuda/device_judge.hpp"
 #include "ws1cuda/resident.hpp"
 
 namespace ws1cuda {
@@ -76,6 +77,7 @@ ws1::Result<std::unique_ptr<ws1::Backend>> make_cuda_bf16_backend() {
   DeviceInfo d = query_device();
   if (!d.present)
     return ws1::Error{"--backend", "cuda_bf16", "needs a CUDA device: " + d.error, ws1::ExitCode::kEnvironment};
+  install_device_judge();  // its large outputs stay on the device and are judged there
   return std::unique_ptr<ws1::Backend>(new CudaBf16(std::move(d)));
 }
 

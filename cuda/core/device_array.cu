@@ -35,11 +35,49 @@ void keep_freed_memory_in_pool() {
 
 namespace {
 
+class ArrayCopy final : public ws1::DeviceCopy {
+ public:
+  explicit ArrayCopy(DeviceArray<unsigned char> a) : a_(std::move(a)) {}
+  const void* data() const override { return a_.get(); }
+  std::size_t bytes() const override { return a_.bytes(); }
+  void copy_to_host(std::byte* dst) const override {
+    if (a_.bytes() == 0) return;
+    const cudaError_t e = cudaMemcpy(dst, a_.get(), a_.bytes(), cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess)
+      throw std::runtime_error(std::string("copy of a device-held tensor to the host: ") + cudaGetErrorName(e) +
+                               ": " + cudaGetErrorString(e));
+  }
+
+ private:
+  DeviceArray<unsigned char> a_;
+};
+
+}  // namespace
+
+std::shared_ptr<const ws1::DeviceCopy> device_copy_of(const void* src, std::size_t bytes) {
+  DeviceArray<unsigned char> a(bytes);
+  if (bytes > 0) WS1_CUDA(cudaMemcpy(a.get(), src, bytes, cudaMemcpyDeviceToDevice));
+  return adopt_as_device_copy(std::move(a));
+}
+
+std::shared_ptr<const ws1::DeviceCopy> adopt_as_device_copy(DeviceArray<unsigned char> a) {
+  return std::make_shared<ArrayCopy>(std::move(a));
+}
+
+namespace {
+
 template <class T>
 DeviceArray<T> upload_as(const ws1::Tensor& t, ws1::DType dtype, const char* what) {
   if (t.dtype() != dtype)
     throw std::logic_error(std::string(what) + ": tensor dtype is " +
                            std::string(ws1::dtype_safetensors_name(t.dtype())));
+  // A device-held tensor (an earlier op's large output): copied on the device, never through
+  // the host. A copy, not a borrow: an op may write into its input arrays.
+  if (const void* held = t.device_data()) {
+    DeviceArray<T> a(static_cast<std::size_t>(t.numel()));
+    if (a.size() > 0) WS1_CUDA(cudaMemcpy(a.get(), held, a.bytes(), cudaMemcpyDeviceToDevice));
+    return a;
+  }
   if (const void* kept = find_resident(t))
     return DeviceArray<T>::borrow(static_cast<T*>(const_cast<void*>(kept)), static_cast<std::size_t>(t.numel()));
   const ws1::Tensor c = t.is_contiguous() ? t : t.contiguous();
@@ -50,11 +88,12 @@ DeviceArray<T> upload_as(const ws1::Tensor& t, ws1::DType dtype, const char* wha
 
 template <class T>
 ws1::Tensor download_as(const DeviceArray<T>& a, ws1::DType dtype, const ws1::Shape& shape) {
-  ws1::Tensor t(dtype, shape);
-  if (static_cast<std::size_t>(t.numel()) != a.size())
+  if (static_cast<std::size_t>(ws1::numel(shape)) != a.size())
     throw std::logic_error("download: shape " + ws1::shape_string(shape) + " does not hold " +
                            std::to_string(a.size()) + " elements");
   WS1_CUDA(cudaDeviceSynchronize());
+  if (a.bytes() >= kKeepOnDeviceBytes) return ws1::Tensor::on_device(dtype, shape, device_copy_of(a.get(), a.bytes()));
+  ws1::Tensor t(dtype, shape);
   if (a.size() > 0) WS1_CUDA(cudaMemcpy(t.raw(), a.get(), a.bytes(), cudaMemcpyDeviceToHost));
   return t;
 }

@@ -9,6 +9,7 @@
 #include "op_support.hpp"
 #include "reference_ops.hpp"
 #include "ws1cuda/cuda_reference.hpp"
+#include "ws1cuda/device_judge.hpp"
 
 namespace ws1cuda {
 namespace {
@@ -70,6 +71,7 @@ ws1::Result<std::unique_ptr<ws1::ReferenceEngine>> make_cuda_fp32_reference() {
     return ws1::Error{"--reference", "cuda_fp32", "cuBLAS did not keep CUBLAS_PEDANTIC_MATH on its handle",
                       ws1::ExitCode::kEnvironment};
   }
+  install_device_judge();  // its large golds stay on the device and are judged there
   return std::unique_ptr<ws1::ReferenceEngine>(new CudaFp32(h, "CUBLAS_PEDANTIC_MATH"));
 }
 

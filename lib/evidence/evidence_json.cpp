@@ -66,6 +66,7 @@ json accuracy_json(const AccuracyTensor& t) {
   j["nan_elements"] = t.nan_elements;
   j["passed"] = passed(t);  // computed, so it cannot disagree with the counts
   j["notes"] = t.notes;
+  j["statistics_engine"] = t.engine;
   return j;
 }
 

@@ -22,6 +22,7 @@
 #include "elements.hpp"
 #include "pair_errors.hpp"
 #include "percentile.hpp"
+#include "ws1/accuracy_parts.hpp"
 #include "ws1/judge.hpp"
 
 namespace ws1 {
@@ -65,14 +66,16 @@ ErrorStats nan_stats() {
 
 // ---- the two passes, over fixed chunks ----------------------------------------------------
 
-// Elements per chunk: fixed, so the merged sums do not depend on the number of workers.
+// Elements per chunk: fixed, and a whole number of summation blocks, so the chunks' block sums
+// are the tree's leaves in order whatever the number of workers.
 constexpr std::int64_t kChunk = std::int64_t{1} << 22;
+static_assert(kChunk % kSumBlock == 0);
 
 // What pass 1 learns from one chunk.
 struct Partial {
   std::int64_t nan_elements = 0, violations = 0, candidate_nans = 0, reference_nans = 0;
   std::int64_t infinite = 0;
-  double abs_sum = 0, rel_sum = 0, ulp_sum = 0;
+  std::vector<double> abs_blocks, rel_blocks, ulp_blocks;  // the chunk's block sums, in order
   double abs_max = 0, rel_max = 0, ulp_max = 0;
   std::int64_t worst_flat = -1;
   WorstElement worst;
@@ -89,9 +92,9 @@ struct Partial {
     candidate_nans += p.candidate_nans;
     reference_nans += p.reference_nans;
     infinite += p.infinite;
-    abs_sum += p.abs_sum;
-    rel_sum += p.rel_sum;
-    ulp_sum += p.ulp_sum;
+    abs_blocks.insert(abs_blocks.end(), p.abs_blocks.begin(), p.abs_blocks.end());
+    rel_blocks.insert(rel_blocks.end(), p.rel_blocks.begin(), p.rel_blocks.end());
+    ulp_blocks.insert(ulp_blocks.end(), p.ulp_blocks.begin(), p.ulp_blocks.end());
     abs_max = std::max(abs_max, p.abs_max);
     rel_max = std::max(rel_max, p.rel_max);
     ulp_max = std::max(ulp_max, p.ulp_max);
@@ -148,24 +151,19 @@ float load_reference(const std::byte* base, std::int64_t flat) {
   return f;
 }
 
-// What pass 1 records of a pair that is not same_finite() and holds a NaN or an infinity.
-struct NonfinitePair {
-  bool nan = false;  // a NaN on either side: counted, kept out of the statistics
-  bool candidate_nan = false, reference_nan = false;
-  double abs = 0, rel = 0, ulp = 0;  // the statistics when there is no NaN
-  double allowed = 0, ratio = kInf;
-  bool violates = true;
-};
-
-NonfinitePair nonfinite_pair(float c, float r, const Tolerance& tol, DType ct) {
-  NonfinitePair x;
+// judge_pair() of a pair with a NaN or an infinity: the general definitions.
+PairJudgement nonfinite_pair(float c, float r, const Tolerance& tol, DType ct) {
+  PairJudgement x;
   if (std::isnan(c) || std::isnan(r)) {
     x.nan = true;
     x.candidate_nan = std::isnan(c);
     x.reference_nan = std::isnan(r);
     x.allowed = std::isnan(r) ? r : std::isinf(r) ? kInf : tol.atol + tol.rtol * std::fabs(r);
+    x.ratio = kInf;
+    x.violates = true;
     return x;
   }
+  x.infinite = true;
   const bool ok = within_tolerance(c, r, tol);
   x.violates = !ok;
   x.abs = abs_error(c, r);
@@ -176,25 +174,31 @@ NonfinitePair nonfinite_pair(float c, float r, const Tolerance& tol, DType ct) {
   return x;
 }
 
-// Pass 1 on the elements [begin, end) of one chunk: decisions, counts, sums, maxima and the
-// worst element; the error values are counted into the worker's histograms `rk`. The running
-// values live in locals rather than in a Partial so that the compiler can keep them in
-// registers (the histogram stores could otherwise alias them).
+// Pass 1 on the elements [begin, end) of one chunk (whole summation blocks but for the
+// tensor's last): decisions, counts, block sums, maxima and the worst element; the error
+// values are counted into the worker's histograms `rk`. Each block's values go to `buf`
+// (three arrays of kSumBlock) and are summed by the block tree. The running values live in
+// locals rather than in a Partial so that the compiler can keep them in registers.
 template <DType CT>
-Partial pass1_chunk(Ranks& rk, const std::byte* cbase, const std::byte* rbase, std::int64_t begin,
-                    std::int64_t end, const Tolerance& tol) {
+Partial pass1_chunk(Ranks& rk, std::vector<double>& buf, const std::byte* cbase,
+                    const std::byte* rbase, std::int64_t begin, std::int64_t end,
+                    const Tolerance& tol) {
   Partial p;
   std::int64_t zeros = 0, violations = 0;
-  double abs_sum = 0, rel_sum = 0, ulp_sum = 0, abs_max = 0, rel_max = 0, ulp_max = 0;
+  double abs_max = 0, rel_max = 0, ulp_max = 0;
   std::int64_t worst_flat = -1;
   float worst_c = 0, worst_r = 0;
   double worst_allowed = 0, worst_margin = 0;
   bool worst_violates = false;
+  buf.resize(3 * kSumBlock);
+  double* const va = buf.data();
+  double* const vr = va + kSumBlock;
+  double* const vu = vr + kSumBlock;
 
-  const auto add_stats = [&](double a, double rel, double u) {
-    abs_sum += a;
-    rel_sum += rel;
-    ulp_sum += u;
+  const auto add_stats = [&](std::int64_t i, double a, double rel, double u) {
+    va[i] = a;
+    vr[i] = rel;
+    vu[i] = u;
     rk.abs.count(static_cast<float>(a));
     rk.rel.count(static_cast<float>(rel));
     rk.ulp.count(static_cast<float>(u));
@@ -202,6 +206,7 @@ Partial pass1_chunk(Ranks& rk, const std::byte* cbase, const std::byte* rbase, s
     rel_max = std::max(rel_max, rel);
     ulp_max = std::max(ulp_max, u);
   };
+  const auto add_zero = [&](std::int64_t i) { va[i] = vr[i] = vu[i] = 0; };
   // Partial::outranks(): the first, in row-major order, of the largest (ratio, violates); at
   // an equal ratio a violation outranks a pass (both can read 1.0).
   const auto consider_worst = [&](std::int64_t flat, float c, float r, double allowed,
@@ -217,63 +222,70 @@ Partial pass1_chunk(Ranks& rk, const std::byte* cbase, const std::byte* rbase, s
     }
   };
 
-  const auto add_finite = [&](std::int64_t flat, float c, float r,
+  const auto add_finite = [&](std::int64_t flat, std::int64_t i, float c, float r,
                               const judge_detail::FiniteStats& s, double allowed, bool ok) {
-    add_stats(s.abs, s.rel, s.ulp);
+    add_stats(i, s.abs, s.rel, s.ulp);
     violations += ok ? 0 : 1;
     consider_worst(flat, c, r, allowed, error_ratio(s.abs, allowed, ok), !ok);
   };
 
-  std::int64_t flat = begin;
-  for (;;) {
-    // The common pairs, in a loop without a function call (so the running values can stay in
-    // registers): equal bits, or finite with a decision the fast comparison settles. It stops
-    // at the first other pair.
-    for (; flat < end; ++flat) {
+  for (std::int64_t bs = begin; bs < end; bs += kSumBlock) {
+    const std::int64_t be = std::min(end, bs + kSumBlock);
+    std::int64_t flat = bs;
+    for (;;) {
+      // The common pairs, in a loop without a function call (so the running values can stay
+      // in registers): equal bits, or finite with a decision the fast comparison settles. It
+      // stops at the first other pair.
+      for (; flat < be; ++flat) {
+        const float c = load_candidate<CT>(cbase, flat);
+        const float r = load_reference(rbase, flat);
+        if (same_finite(c, r)) {  // every error is 0: counted as zeros; a first worst element
+          ++zeros;
+          add_zero(flat - bs);
+          if (worst_flat < 0)
+            consider_worst(flat, c, r, judge_detail::finite_allowed(r, tol), 0.0, false);
+          continue;
+        }
+        if (!std::isfinite(c) || !std::isfinite(r)) break;
+        const judge_detail::FiniteStats s = judge_detail::finite_stats<CT>(c, r);
+        const double allowed = judge_detail::finite_allowed(r, tol);
+        const std::optional<bool> ok = judge_detail::fast_decision(s.abs, allowed);
+        if (!ok) break;
+        add_finite(flat, flat - bs, c, r, s, allowed, *ok);
+      }
+      if (flat == be) break;
+      // A rare pair: a NaN or an infinity, or finite within the rounding band of its bound.
       const float c = load_candidate<CT>(cbase, flat);
       const float r = load_reference(rbase, flat);
-      if (same_finite(c, r)) {  // every error is 0: counted as zeros; a first worst element
-        ++zeros;
-        if (worst_flat < 0) consider_worst(flat, c, r, judge_detail::finite_allowed(r, tol), 0.0, false);
-        continue;
-      }
-      if (!std::isfinite(c) || !std::isfinite(r)) break;
-      const judge_detail::FiniteStats s = judge_detail::finite_stats<CT>(c, r);
-      const double allowed = judge_detail::finite_allowed(r, tol);
-      const std::optional<bool> ok = judge_detail::fast_decision(s.abs, allowed);
-      if (!ok) break;
-      add_finite(flat, c, r, s, allowed, *ok);
-    }
-    if (flat == end) break;
-    // A rare pair: a NaN or an infinity, or finite within the rounding band of its bound.
-    const float c = load_candidate<CT>(cbase, flat);
-    const float r = load_reference(rbase, flat);
-    if (std::isfinite(c) && std::isfinite(r)) {
-      const judge_detail::FiniteErrors e = judge_detail::finite_errors<CT>(c, r, tol);
-      add_finite(flat, c, r, e.stats, e.allowed, e.ok);
-    } else {
-      const NonfinitePair x = nonfinite_pair(c, r, tol, CT);
-      if (x.nan) {
-        ++p.nan_elements;
-        p.candidate_nans += x.candidate_nan;
-        p.reference_nans += x.reference_nan;
+      if (std::isfinite(c) && std::isfinite(r)) {
+        const judge_detail::FiniteErrors e = judge_detail::finite_errors<CT>(c, r, tol);
+        add_finite(flat, flat - bs, c, r, e.stats, e.allowed, e.ok);
       } else {
-        ++p.infinite;
-        add_stats(x.abs, x.rel, x.ulp);
+        const PairJudgement x = nonfinite_pair(c, r, tol, CT);
+        if (x.nan) {
+          ++p.nan_elements;
+          p.candidate_nans += x.candidate_nan;
+          p.reference_nans += x.reference_nan;
+          add_zero(flat - bs);
+        } else {
+          ++p.infinite;
+          add_stats(flat - bs, x.abs, x.rel, x.ulp);
+        }
+        violations += x.violates ? 1 : 0;
+        consider_worst(flat, c, r, x.allowed, x.ratio, x.violates);
       }
-      violations += x.violates ? 1 : 0;
-      consider_worst(flat, c, r, x.allowed, x.ratio, x.violates);
+      ++flat;
     }
-    ++flat;
+    for (std::int64_t i = be - bs; i < kSumBlock; ++i) add_zero(i);  // the last block's padding
+    p.abs_blocks.push_back(leaf_sum({va, static_cast<std::size_t>(kSumBlock)}));
+    p.rel_blocks.push_back(leaf_sum({vr, static_cast<std::size_t>(kSumBlock)}));
+    p.ulp_blocks.push_back(leaf_sum({vu, static_cast<std::size_t>(kSumBlock)}));
   }
 
   rk.abs.count_zeros(zeros);
   rk.rel.count_zeros(zeros);
   rk.ulp.count_zeros(zeros);
   p.violations = violations;
-  p.abs_sum = abs_sum;
-  p.rel_sum = rel_sum;
-  p.ulp_sum = ulp_sum;
   p.abs_max = abs_max;
   p.rel_max = rel_max;
   p.ulp_max = ulp_max;
@@ -346,82 +358,75 @@ void for_chunks(std::int64_t n, unsigned workers, F&& body) {
 
 }  // namespace
 
-AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const Tensor& reference,
-                              const Tolerance& tol) {
-  judge_detail::require_defined(candidate, "judge_accuracy", "candidate");
-  judge_detail::require_defined(reference, "judge_accuracy", "reference");
+double halving_sum(std::span<double> v) {
+  for (std::size_t m = v.size() / 2; m >= 1; m /= 2)
+    for (std::size_t j = 0; j < m; ++j) v[j] += v[j + m];
+  return v.empty() ? 0.0 : v[0];
+}
+
+double leaf_sum(std::span<double> v) {
+  // Lane t accumulates v[t + 256 j] left to right, in place in v[t].
+  for (std::int64_t j = 1; j < kSumBlock / kSumLanes; ++j)
+    for (std::int64_t t = 0; t < kSumLanes; ++t) v[static_cast<std::size_t>(t)] += v[static_cast<std::size_t>(j * kSumLanes + t)];
+  return halving_sum(v.first(static_cast<std::size_t>(kSumLanes)));
+}
+
+double sum_of_blocks(std::vector<double> block_sums) {
+  if (block_sums.empty()) return 0;
+  block_sums.resize(std::bit_ceil(block_sums.size()), 0.0);
+  return halving_sum(block_sums);
+}
+
+PairJudgement judge_pair(float c, float r, const Tolerance& tol, DType candidate) {
+  if (!std::isfinite(c) || !std::isfinite(r)) return nonfinite_pair(c, r, tol, candidate);
+  return with_candidate_dtype(candidate, [&](auto dt) {
+    const judge_detail::FiniteErrors e = judge_detail::finite_errors<decltype(dt)::value>(c, r, tol);
+    PairJudgement x;
+    x.abs = e.stats.abs;
+    x.rel = e.stats.rel;
+    x.ulp = e.stats.ulp;
+    x.allowed = e.allowed;
+    x.violates = !e.ok;
+    x.ratio = error_ratio(e.stats.abs, e.allowed, e.ok);
+    return x;
+  });
+}
+
+std::optional<std::string> accuracy_incomparable(const Tensor& candidate, const Tensor& reference,
+                                                 const Tolerance& tol) {
+  return incomparable(candidate, reference, tol);
+}
+
+AccuracyTensor accuracy_record(std::string name, const Tensor& candidate, AccuracyTotals all,
+                               std::string engine) {
   AccuracyTensor t;
   t.name = std::move(name);
   t.shape = candidate.shape();
   t.dtype = candidate.dtype();
   t.numel = candidate.numel();
-  if (auto why = incomparable(candidate, reference, tol)) {
-    t.comparable = false;
-    t.notes.push_back(std::move(*why));
-    return t;
-  }
-  const DType ct = candidate.dtype();
-
-  // Contiguous element arrays: the passes below split the flat range into fixed chunks.
-  const Tensor cc = candidate.is_contiguous() ? candidate : candidate.contiguous();
-  const Tensor rc = reference.is_contiguous() ? reference : reference.contiguous();
-  const std::byte* cbase = cc.raw();
-  const std::byte* rbase = rc.raw();
-  const std::int64_t chunks = (t.numel + kChunk - 1) / kChunk;
-  const unsigned workers = worker_count(chunks);
-
-  // Pass 1: decisions, counts, sums, maxima, worst element, per chunk; histograms per worker.
-  std::vector<Partial> parts(static_cast<std::size_t>(chunks));
-  std::vector<Ranks> ranks(workers);
-  for_chunks(t.numel, workers, [&](unsigned w, std::int64_t k, std::int64_t begin, std::int64_t end) {
-    parts[static_cast<std::size_t>(k)] = with_candidate_dtype(ct, [&](auto dt) {
-      return pass1_chunk<decltype(dt)::value>(ranks[w], cbase, rbase, begin, end, tol);
-    });
-  });
-  // Merged in chunk order: the sums' association and the worst element's tie rule (the first
-  // in row-major order) do not depend on the number of workers.
-  Partial all;
-  for (const Partial& p : parts) all.merge(p);
-  Ranks merged;
-  for (const Ranks& rk : ranks) merged.add_counts(rk);
+  t.engine = std::move(engine);
   t.nan_elements = all.nan_elements;
   t.violations = all.violations;
   if (all.worst_flat >= 0) {
     all.worst.index = judge_detail::unravel(all.worst_flat, t.shape);
     t.worst = std::move(all.worst);
   }
-
   const std::int64_t measured = t.numel - t.nan_elements;  // elements in the statistics
   if (measured == 0) {
     if (t.numel > 0) t.abs_error = t.rel_error = t.ulp_distance = nan_stats();
   } else {
     const auto n = static_cast<double>(measured);
-    t.abs_error.max = all.abs_max;
-    t.rel_error.max = all.rel_max;
-    t.ulp_distance.max = all.ulp_max;
-    t.abs_error.mean = all.abs_sum / n;
-    t.rel_error.mean = all.rel_sum / n;
-    t.ulp_distance.mean = all.ulp_sum / n;
-    // Pass 2: the values in the buckets that hold the ranks (each worker keeps its own).
-    merged.plan();
-    std::vector<Ranks> keep(workers, merged);
-    for_chunks(t.numel, workers, [&](unsigned w, std::int64_t, std::int64_t begin, std::int64_t end) {
-      with_candidate_dtype(ct, [&](auto dt) {
-        pass2_chunk<decltype(dt)::value>(keep[w], cbase, rbase, begin, end);
-      });
-    });
-    for (Ranks& rk : keep) merged.take_kept(rk);
-    const auto ranked = [](judge_detail::RankSelector& sel, ErrorStats& s) {
-      const judge_detail::Percentiles p = sel.result();
-      // A float rounding can land just above the double max: cap it there.
-      s.p99 = std::min(static_cast<double>(p.p99), s.max);
-      s.p999 = std::min(static_cast<double>(p.p999), s.max);
+    // A float rounding can land just above the double max: percentiles are capped there.
+    const auto fill = [n](ErrorStats& s, double sum, double max, float p99, float p999) {
+      s.max = max;
+      s.mean = sum / n;
+      s.p99 = std::min(static_cast<double>(p99), max);
+      s.p999 = std::min(static_cast<double>(p999), max);
     };
-    ranked(merged.abs, t.abs_error);
-    ranked(merged.rel, t.rel_error);
-    ranked(merged.ulp, t.ulp_distance);
+    fill(t.abs_error, all.abs_sum, all.abs_max, all.abs_p99, all.abs_p999);
+    fill(t.rel_error, all.rel_sum, all.rel_max, all.rel_p99, all.rel_p999);
+    fill(t.ulp_distance, all.ulp_sum, all.ulp_max, all.ulp_p99, all.ulp_p999);
   }
-
   if (all.infinite > 0)
     t.notes.push_back(fmt::format(
         "{} element(s) hold an infinity: the same infinity on both sides passes, any other "
@@ -433,6 +438,96 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
         "as a violation and none enters the error statistics",
         t.nan_elements, all.candidate_nans, all.reference_nans));
   return t;
+}
+
+namespace {
+DeviceAccuracyJudge g_device_judge = nullptr;
+}  // namespace
+
+void set_device_accuracy_judge(DeviceAccuracyJudge judge) { g_device_judge = judge; }
+
+AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const Tensor& reference,
+                              const Tolerance& tol) {
+  judge_detail::require_defined(candidate, "judge_accuracy", "candidate");
+  judge_detail::require_defined(reference, "judge_accuracy", "reference");
+  if (auto why = incomparable(candidate, reference, tol)) {
+    AccuracyTensor t;
+    t.name = std::move(name);
+    t.shape = candidate.shape();
+    t.dtype = candidate.dtype();
+    t.numel = candidate.numel();
+    t.comparable = false;
+    t.notes.push_back(std::move(*why));
+    return t;
+  }
+  // Both sides in device memory: the device judge, where it applies (same record, no copy).
+  if (g_device_judge != nullptr && candidate.device_data() != nullptr &&
+      reference.device_data() != nullptr) {
+    if (std::optional<AccuracyTensor> d = g_device_judge(name, candidate, reference, tol))
+      return std::move(*d);
+  }
+  const DType ct = candidate.dtype();
+  const std::int64_t numel = candidate.numel();
+
+  // Contiguous element arrays: the passes below split the flat range into fixed chunks.
+  const Tensor cc = candidate.is_contiguous() ? candidate : candidate.contiguous();
+  const Tensor rc = reference.is_contiguous() ? reference : reference.contiguous();
+  const std::byte* cbase = cc.raw();
+  const std::byte* rbase = rc.raw();
+  const std::int64_t chunks = (numel + kChunk - 1) / kChunk;
+  const unsigned workers = worker_count(chunks);
+
+  // Pass 1: decisions, counts, block sums, maxima, worst element, per chunk; histograms and
+  // block buffers per worker.
+  std::vector<Partial> parts(static_cast<std::size_t>(chunks));
+  std::vector<Ranks> ranks(workers);
+  std::vector<std::vector<double>> bufs(workers);
+  for_chunks(numel, workers, [&](unsigned w, std::int64_t k, std::int64_t begin, std::int64_t end) {
+    parts[static_cast<std::size_t>(k)] = with_candidate_dtype(ct, [&](auto dt) {
+      return pass1_chunk<decltype(dt)::value>(ranks[w], bufs[w], cbase, rbase, begin, end, tol);
+    });
+  });
+  // Merged in chunk order: the block sums are the tree's leaves in order, and the worst
+  // element's tie rule (the first in row-major order) does not depend on the workers.
+  Partial all;
+  for (const Partial& p : parts) all.merge(p);
+  Ranks merged;
+  for (const Ranks& rk : ranks) merged.add_counts(rk);
+
+  AccuracyTotals totals;
+  totals.nan_elements = all.nan_elements;
+  totals.candidate_nans = all.candidate_nans;
+  totals.reference_nans = all.reference_nans;
+  totals.infinite = all.infinite;
+  totals.violations = all.violations;
+  totals.abs_sum = sum_of_blocks(std::move(all.abs_blocks));
+  totals.rel_sum = sum_of_blocks(std::move(all.rel_blocks));
+  totals.ulp_sum = sum_of_blocks(std::move(all.ulp_blocks));
+  totals.abs_max = all.abs_max;
+  totals.rel_max = all.rel_max;
+  totals.ulp_max = all.ulp_max;
+  totals.worst_flat = all.worst_flat;
+  totals.worst = all.worst;
+  if (numel - all.nan_elements > 0) {
+    // Pass 2: the values in the buckets that hold the ranks (each worker keeps its own).
+    merged.plan();
+    std::vector<Ranks> keep(workers, merged);
+    for_chunks(numel, workers, [&](unsigned w, std::int64_t, std::int64_t begin, std::int64_t end) {
+      with_candidate_dtype(ct, [&](auto dt) {
+        pass2_chunk<decltype(dt)::value>(keep[w], cbase, rbase, begin, end);
+      });
+    });
+    for (Ranks& rk : keep) merged.take_kept(rk);
+    const judge_detail::Percentiles a = merged.abs.result(), r = merged.rel.result(),
+                                    u = merged.ulp.result();
+    totals.abs_p99 = a.p99;
+    totals.abs_p999 = a.p999;
+    totals.rel_p99 = r.p99;
+    totals.rel_p999 = r.p999;
+    totals.ulp_p99 = u.p99;
+    totals.ulp_p999 = u.p999;
+  }
+  return accuracy_record(std::move(name), candidate, std::move(totals), "host");
 }
 
 Result<AccuracyTensor> judge_accuracy(const Contract& contract, std::string_view op,

@@ -27,8 +27,8 @@ void RankSelector::take_kept(RankSelector& o) {
 void RankSelector::plan() {
   std::int64_t n = zeros_;
   for (std::int64_t h : hist_) n += h;
-  target_[0].rank = nearest_rank_index(n, 99, 100);
-  target_[1].rank = nearest_rank_index(n, 999, 1000);
+  target_[0].rank = ws1::nearest_rank_index(n, 99, 100);
+  target_[1].rank = ws1::nearest_rank_index(n, 999, 1000);
   for (Target& t : target_) {
     // The counted zeros sit in bucket 0, below every streamed value of that bucket.
     std::int64_t before = 0;

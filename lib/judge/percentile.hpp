@@ -6,14 +6,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace ws1::judge_detail {
+#include "ws1/accuracy_parts.hpp"  // nearest_rank_index
 
-// 0-based index of the nearest-rank percentile num/den of n >= 1 sorted values:
-// k = ceil(n * num / den) (1-based), in integer arithmetic (n up to 2^53 / den).
-inline std::int64_t nearest_rank_index(std::int64_t n, std::int64_t num, std::int64_t den) {
-  const std::int64_t k = (n * num + den - 1) / den;
-  return k < 1 ? 0 : k - 1;
-}
+namespace ws1::judge_detail {
 
 struct Percentiles {
   float p99 = 0, p999 = 0;

@@ -45,7 +45,7 @@ DlogpStats dlogp_stats(std::span<const float> lhs, std::span<const float> rhs,
   s.approx_kl0 = sum_kl / n;
   s.clipfrac0 = clipped / n;
   std::sort(abs_d.begin(), abs_d.end());
-  using judge_detail::nearest_rank_index;
+  using ws1::nearest_rank_index;
   s.p99_abs = abs_d[static_cast<std::size_t>(nearest_rank_index(s.count, 99, 100))];
   s.p999_abs = abs_d[static_cast<std::size_t>(nearest_rank_index(s.count, 999, 1000))];
   return s;

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <atomic>
 #include <limits>
+#include <mutex>
 #include <stdexcept>
 
 namespace ws1 {
@@ -23,6 +25,60 @@ std::optional<std::size_t> checked_bytes(std::int64_t n, DType t) {
 }
 
 }  // namespace
+
+// Host bytes, and optionally a device copy that holds the values until the first host access
+// (host_ready false until then). The mutex orders that one fetch between readers.
+struct Tensor::Storage {
+  std::vector<std::byte> host;
+  std::shared_ptr<const DeviceCopy> device;
+  std::atomic<bool> host_ready{true};
+  std::mutex mutex;
+};
+
+const std::byte* Tensor::host_base() const {
+  Storage& s = *storage_;
+  if (!s.host_ready.load(std::memory_order_acquire)) {
+    std::lock_guard lock(s.mutex);
+    if (!s.host_ready.load(std::memory_order_relaxed)) {
+      std::vector<std::byte> h(s.device->bytes());
+      s.device->copy_to_host(h.data());
+      s.host = std::move(h);
+      s.host_ready.store(true, std::memory_order_release);
+    }
+  }
+  return s.host.data();
+}
+
+std::byte* Tensor::mutable_host_base() {
+  const std::byte* p = host_base();
+  if (storage_->device) {
+    std::lock_guard lock(storage_->mutex);
+    storage_->device.reset();
+  }
+  return const_cast<std::byte*>(p);
+}
+
+Tensor Tensor::on_device(DType dtype, Shape shape, std::shared_ptr<const DeviceCopy> copy) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  const auto bytes = checked_bytes(ws1::numel(t.shape_), dtype);
+  if (!copy || !bytes || copy->bytes() != *bytes)
+    misuse(fmt::format("Tensor::on_device: a device copy of {} bytes for {} {}", copy ? copy->bytes() : 0,
+                       dtype_safetensors_name(dtype), shape_string(t.shape_)));
+  t.strides_ = contiguous_strides(t.shape_);
+  t.storage_ = std::make_shared<Storage>();
+  t.storage_->device = std::move(copy);
+  t.storage_->host_ready.store(false, std::memory_order_release);
+  return t;
+}
+
+const void* Tensor::device_data() const {
+  if (!defined() || !is_contiguous()) return nullptr;
+  const std::shared_ptr<const DeviceCopy> d = storage_->device;
+  if (!d) return nullptr;
+  return static_cast<const std::byte*>(d->data()) + static_cast<std::size_t>(offset_) * dtype_size(dtype_);
+}
 
 std::optional<std::int64_t> checked_numel(const Shape& shape) {
   std::int64_t n = 1;
@@ -59,7 +115,8 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   if (!bytes) misuse(fmt::format("Tensor: {} {} is too large", dtype_safetensors_name(dtype_),
                                  shape_string(shape_)));
   strides_ = contiguous_strides(shape_);
-  storage_ = std::make_shared<std::vector<std::byte>>(*bytes);  // value-initialised: zeros
+  storage_ = std::make_shared<Storage>();
+  storage_->host.resize(*bytes);  // value-initialised: zeros
 }
 
 Result<Tensor> Tensor::from_bytes(DType dtype, Shape shape, std::span<const std::byte> bytes) {
@@ -75,7 +132,7 @@ Result<Tensor> Tensor::from_bytes(DType dtype, Shape shape, std::span<const std:
                                          dtype_safetensors_name(dtype), shape_string(shape),
                                          *need));
   Tensor t(dtype, std::move(shape));
-  if (!bytes.empty()) std::memcpy(t.storage_->data(), bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(t.storage_->host.data(), bytes.data(), bytes.size());
   return t;
 }
 
@@ -186,7 +243,7 @@ Tensor Tensor::contiguous() const {
   const std::size_t rank = shape_.size();
   const std::int64_t inner = shape_[rank - 1];
   const std::int64_t inner_stride = strides_[rank - 1];
-  const std::byte* base = storage_->data();
+  const std::byte* base = host_base();
   std::byte* dst = out.raw();
   std::vector<std::int64_t> idx(rank - 1, 0);
   std::int64_t src = offset_;  // element offset of the current row's first element
@@ -213,14 +270,15 @@ Tensor Tensor::contiguous() const {
 }
 
 std::byte* Tensor::raw() {
+  if (defined()) mutable_host_base();
   return const_cast<std::byte*>(static_cast<const Tensor&>(*this).raw());
 }
 
 const std::byte* Tensor::raw() const {
   if (!defined()) return nullptr;
   // An empty view may carry an offset at (or past) the storage end: never form that pointer.
-  if (numel() == 0) return storage_->data();
-  return storage_->data() + static_cast<std::size_t>(offset_) * dtype_size(dtype_);
+  if (numel() == 0) return host_base();
+  return host_base() + static_cast<std::size_t>(offset_) * dtype_size(dtype_);
 }
 
 std::span<const std::byte> Tensor::bytes() const {
@@ -232,6 +290,7 @@ std::span<const std::byte> Tensor::bytes() const {
 }
 
 std::span<std::byte> Tensor::mutable_bytes() {
+  if (defined()) mutable_host_base();
   const auto b = static_cast<const Tensor&>(*this).bytes();
   return {const_cast<std::byte*>(b.data()), b.size()};
 }
@@ -248,10 +307,11 @@ const std::byte* Tensor::element(std::span<const std::int64_t> index) const {
                          fmt::join(index, ", "), shape_string(shape_)));
     off += index[d] * strides_[d];
   }
-  return storage_->data() + static_cast<std::size_t>(off) * dtype_size(dtype_);
+  return host_base() + static_cast<std::size_t>(off) * dtype_size(dtype_);
 }
 
 std::byte* Tensor::element(std::span<const std::int64_t> index) {
+  if (defined()) mutable_host_base();
   return const_cast<std::byte*>(static_cast<const Tensor&>(*this).element(index));
 }
 

@@ -7,7 +7,7 @@
 
 #include "percentile.hpp"
 
-using ws1::judge_detail::nearest_rank_index;
+using ws1::nearest_rank_index;
 using ws1::judge_detail::RankSelector;
 
 namespace {

@@ -4,7 +4,11 @@
 #   bash tools/device/h200_run.sh STEP...
 #   STEP: env suite suite-real determinism-real sanitizer evidence bench parity-manifest
 #         parity-sweep parity-kv triton-smoke triton-evidence audit gate-smoke gate-real
-#         bench-det-gemm reference det-gemm-tc evidence-gpuref triton-accuracy-real
+#         bench-det-gemm reference det-gemm-tc evidence-gpuref triton-accuracy-real judge
+#         gate-real-bg bg-wait
+# gate-real-bg starts gate-real in its own process session (it outlives the call while the
+# machine stays warm), from a copy of the binaries, logging to /tmp/ws1-bg; bg-wait waits for it
+# (BG_WAIT s, default 540) and copies its logs and artifacts to $OUT.
 # The parity steps run synthetic:qwen3-8b (36 layers, real dims) on cuda_bf16 in both rms_norm
 # orders (PARITY_ORDERS="kernel" or "hf" for one; PARITY_TIMEOUT bounds each run, s); their
 # artifacts are packed into $OUT/parity-<step>.tgz (few files come back).
@@ -17,7 +21,7 @@ mkdir -p "$OUT"
 source .device/unpack-deps.sh .device/debs >/dev/null
 export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/cuda/lib64
 export WS1CHECK_DATA_DIR=$PWD
-BIN=.device/bin
+BIN=${BIN:-.device/bin}
 REAL=fixtures/ws1-qwen3-8b-dense.json
 summary=()
 status=0
@@ -62,6 +66,17 @@ for s in "$@"; do
         --backend cuda_bf16 --workload $REAL --out "$OUT" ;;
     bench) step bench $BIN/ws1check bench --op all --out "$OUT" ;;
     bench-det-gemm) step bench-det-gemm $BIN/ws1check bench --op det_gemm --out "$OUT" ;;
+    judge) step judge env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu "[judge]" ;;
+    gate-real-bg)
+      mkdir -p /tmp/ws1-bg/bin && cp $BIN/* /tmp/ws1-bg/bin/
+      REFERENCE=${REFERENCE:-cuda_fp32} OUT=/tmp/ws1-bg BIN=/tmp/ws1-bg/bin setsid bash -c \
+        'bash tools/device/h200_run.sh gate-real; echo $? > /tmp/ws1-bg/done' >/tmp/ws1-bg/driver.log 2>&1 </dev/null &
+      summary+=("gate-real-bg started") ;;
+    bg-wait)
+      t0=$SECONDS
+      while [ ! -f /tmp/ws1-bg/done ] && [ $((SECONDS - t0)) -lt ${BG_WAIT:-540} ]; do sleep 5; done
+      cp /tmp/ws1-bg/*.log /tmp/ws1-bg/*.tgz "$OUT"/ 2>/dev/null
+      summary+=("bg-wait: $( [ -f /tmp/ws1-bg/done ] && echo "done rc=$(cat /tmp/ws1-bg/done)" || echo running) after $((SECONDS - t0))s") ;;
     reference) step reference env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu "[reference]" ;;
     det-gemm-tc) step det-gemm-tc env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu "[det_gemm_tc]" ;;
     evidence-gpuref)

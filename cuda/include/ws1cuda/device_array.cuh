@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <utility>
 
@@ -117,9 +118,20 @@ DeviceArray<std::int64_t> upload_i64(const ws1::Tensor& t);
 DeviceArray<std::uint8_t> upload_bool(const ws1::Tensor& t);
 
 // Device arrays back as host tensors of `shape` (numel(shape) must equal a.size()). Waits for
-// the device, so an asynchronous kernel fault surfaces here as an error.
+// the device, so an asynchronous kernel fault surfaces here as an error. A tensor of at least
+// kKeepOnDeviceBytes stays on the device (a copy of `a`, Tensor::on_device): its host bytes
+// are fetched only if the host reads it, and the device judge compares it where it is.
+// Smaller ones are copied at once (a decode step makes hundreds of small outputs; keeping
+// each on the device would only hold memory).
+inline constexpr std::size_t kKeepOnDeviceBytes = std::size_t{8} << 20;
 ws1::Tensor download_bf16(const DeviceArray<bf16>& a, const ws1::Shape& shape);
 ws1::Tensor download_f32(const DeviceArray<float>& a, const ws1::Shape& shape);
+
+// `bytes` bytes of device memory at `src`, copied into a new allocation owned by the returned
+// DeviceCopy (ws1/tensor.hpp); its copy_to_host() throws std::runtime_error on a CUDA failure.
+std::shared_ptr<const ws1::DeviceCopy> device_copy_of(const void* src, std::size_t bytes);
+// The same, taking over an allocation that holds the values.
+std::shared_ptr<const ws1::DeviceCopy> adopt_as_device_copy(DeviceArray<unsigned char> a);
 
 // Grid size for n items of `per_block` each (at least 1 block).
 inline unsigned blocks_for(std::int64_t n, std::int64_t per_block) {

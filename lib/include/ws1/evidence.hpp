@@ -121,6 +121,9 @@ struct AccuracyTensor {
   bool comparable = true;
   std::int64_t nan_elements = 0;   // elements with a NaN on either side; each is a violation
   std::vector<std::string> notes;  // e.g. why not comparable, how NaNs were treated
+  // Where the statistics were computed: "host", or "cuda" (the device judge, same definitions
+  // and bits; ws1/accuracy_parts.hpp).
+  std::string engine = "host";
 };
 
 struct BitMismatch {

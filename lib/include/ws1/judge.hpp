@@ -17,7 +17,8 @@
 //   ulp        distance in ulps of the candidate dtype between c and r rounded to that dtype
 //              (round to nearest even): how many candidate-dtype steps c lies from the
 //              correctly rounded answer, 0 when c is that answer;
-//   max, mean (double sum in index order), P99 and P99.9 by the nearest-rank method: the
+//   max, mean (a double sum in the fixed tree order of ws1/accuracy_parts.hpp, so that the host
+//   and the device judge agree bit for bit), P99 and P99.9 by the nearest-rank method: the
 //   k-th smallest value with k = ceil(p * n), 1-based (n = elements without a NaN). Ranks are
 //   found on a float32 copy of the values, so a percentile is the float32 rounding of the
 //   exact one (capped at the max); max and mean are computed in double.
@@ -64,7 +65,8 @@ Status check_reference_dtype(const Contract& contract, const Tensor& reference, 
 bool within_tolerance(float candidate, float reference, const Tolerance& tol);
 
 // Judges `candidate` (bfloat16, float16 or float32) against `reference` (float32), any layout
-// (logical elements are compared). The tolerance's mode is the caller's business: atol and rtol
+// (logical elements are compared). When both tensors are held on a device and a device judge
+// is installed (ws1/accuracy_parts.hpp), it computes the record there (engine "cuda"). The tolerance's mode is the caller's business: atol and rtol
 // are applied as given. A pair that cannot be compared (shapes differ, a candidate dtype not
 // listed, a reference that is not float32, a negative, infinite or NaN tolerance) gives a record
 // with comparable = false and the reason in notes: a failing tensor, never an exception. An

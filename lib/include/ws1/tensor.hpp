@@ -8,6 +8,13 @@
 //
 // Copying a Tensor copies the handle: the copy is another view of the same storage.
 // contiguous() makes an independent copy.
+//
+// A tensor may hold its values in an accelerator's memory (on_device(), made by the CUDA layer):
+// its host bytes are then copied on the first host access, once, and device_data() lets an
+// accelerator's code (the device judge) read the values where they are, so a multi-GB output
+// is never copied to the host only to be compared there. Any mutable host access (non-const
+// raw(), data(), element(), mutable_bytes()) drops the device copy: the host bytes are then the
+// values.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +33,16 @@ namespace ws1 {
 
 using Shape = std::vector<std::int64_t>;
 
+// Values of a tensor held in an accelerator's memory (implemented by the CUDA layer).
+class DeviceCopy {
+ public:
+  virtual ~DeviceCopy() = default;
+  virtual const void* data() const = 0;  // device address of the first byte
+  virtual std::size_t bytes() const = 0;
+  // Copies every byte to `dst`; throws std::runtime_error naming the failure.
+  virtual void copy_to_host(std::byte* dst) const = 0;
+};
+
 // Product of the sizes (1 for rank 0). Throws std::logic_error on a negative size or when
 // the product overflows int64; checked_numel() returns nullopt instead (for untrusted shapes).
 std::int64_t numel(const Shape& shape);
@@ -42,6 +59,9 @@ class Tensor {
   // mismatch or an invalid shape is an Error (bad input, file and where left empty for the
   // caller to fill) stating expected and actual byte counts.
   static Result<Tensor> from_bytes(DType dtype, Shape shape, std::span<const std::byte> bytes);
+  // A contiguous tensor whose values are `copy` (copy->bytes() must equal numel * dtype size:
+  // std::logic_error otherwise); the host bytes are fetched on first host access.
+  static Tensor on_device(DType dtype, Shape shape, std::shared_ptr<const DeviceCopy> copy);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -53,6 +73,9 @@ class Tensor {
   // Row-major dense from offset(): sizes-1 dims may have any stride; empty tensors are.
   bool is_contiguous() const;
   bool defined() const { return storage_ != nullptr; }
+  // The device address of element 0 when the values are held on a device (on_device(), and no
+  // mutable host access since) and this view is contiguous; nullptr otherwise.
+  const void* device_data() const;
 
   // Views share storage with this tensor.
   Tensor view(Shape shape) const;  // reshape; needs contiguous; one size may be -1 (inferred)
@@ -86,7 +109,12 @@ class Tensor {
   Shape shape_;
   Shape strides_;
   std::int64_t offset_ = 0;
-  std::shared_ptr<std::vector<std::byte>> storage_;
+  struct Storage;
+  // The storage's host bytes: fetched from the device copy on the first call.
+  const std::byte* host_base() const;
+  // The same, for writing: the device copy no longer holds the values and is dropped.
+  std::byte* mutable_host_base();
+  std::shared_ptr<Storage> storage_;
 };
 
 // A tensor with its name (fixture inputs, op outputs, safetensors entries).
