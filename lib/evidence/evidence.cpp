@@ -130,6 +130,8 @@ void check_accuracy(Checker& ck, const AccuracyTensor& t, const std::string& at,
   ck.require(!green || t.violations == 0, at + ".violations",
              fmt::format("{} violations in a green cell", t.violations));
   ck.require(!green || t.comparable, at + ".comparable", "false in a green cell");
+  ck.require(t.engine == "host" || t.engine == "cuda", at + ".statistics_engine",
+             fmt::format("'{}' is not host or cuda", t.engine));
   if (t.worst) {
     const WorstElement& w = *t.worst;
     ck.require(w.index.size() == t.shape.size(), at + ".worst.index",

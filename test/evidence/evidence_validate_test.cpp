@@ -54,6 +54,8 @@ TEST_CASE("evidence: a green cell cannot contradict its numbers", "[evidence]") 
                   "carries no measurement");
   expect_rejected([](ws1::Evidence& e) { e.cells[0].accuracy[0].violations = 3; },
                   "cells[0].tensors[0].violations", "violations in a green cell");
+  expect_rejected([](ws1::Evidence& e) { e.cells[0].accuracy[0].engine = "tpu"; },
+                  "cells[0].tensors[0].statistics_engine", "'tpu' is not host or cuda");
   expect_rejected([](ws1::Evidence& e) { e.cells[0].backend.actual = "cpu_bf16"; },
                   "cells[0].backend.actual", "not the expected 'cuda_bf16'");
   expect_rejected([](ws1::Evidence& e) { e.cells[3].metrics[0].value = 0.5; },
