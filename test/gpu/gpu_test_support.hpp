@@ -1,6 +1,8 @@
 // What the gpu tests share: the cuda_bf16 backend (opened once), the workload they run on
-// (WS1_GPU_WORKLOAD, default ws1-smoke; ws1-qwen3-8b-dense for the real widths) and its
-// known-red list.
+// (WS1_GPU_WORKLOAD, default ws1-smoke; ws1-qwen3-8b-dense for the real widths, ws1-bench-8k
+// for 8192 tokens) and its known-red list, and where the golds come from (WS1_GPU_REFERENCE:
+// "cpu", the default, or "cuda_fp32", which 8192 tokens need: the CPU references would take
+// hours there).
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -12,6 +14,7 @@
 
 #include "run_test_support.hpp"
 #include "ws1cuda/cuda_backend.hpp"
+#include "ws1cuda/cuda_reference.hpp"
 
 namespace ws1::test {
 
@@ -43,8 +46,24 @@ inline std::set<std::string> known_red(const std::string& workload) {
   return ids;
 }
 
+// nullptr: each op's CPU reference. Any value but cpu / cuda_fp32 fails the test.
+inline ReferenceEngine* gpu_reference() {
+  const char* r = std::getenv("WS1_GPU_REFERENCE");
+  const std::string want = r != nullptr && *r != '\0' ? r : "cpu";
+  if (want == "cpu") return nullptr;
+  if (want != "cuda_fp32") FAIL("WS1_GPU_REFERENCE=" << want << ": not cpu or cuda_fp32");
+  static std::unique_ptr<ReferenceEngine> e = [] {
+    auto x = ws1cuda::make_cuda_fp32_reference();
+    if (!x) FAIL(x.error().message());
+    return std::move(x).value();
+  }();
+  return e.get();
+}
+
 inline RunContext cuda_run_context(const Workload& w) {
-  return make_run_context(w.contract, w.manifest, w.lock, "cuda_bf16", 0);
+  RunContext run = make_run_context(w.contract, w.manifest, w.lock, "cuda_bf16", 0);
+  run.reference = gpu_reference();
+  return run;
 }
 
 }  // namespace ws1::test

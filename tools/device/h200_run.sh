@@ -5,7 +5,11 @@
 #   STEP: env suite suite-real determinism-real sanitizer evidence bench parity-manifest
 #         parity-sweep parity-kv triton-smoke triton-evidence audit gate-smoke gate-real
 #         bench-det-gemm reference det-gemm-tc evidence-gpuref triton-accuracy-real judge
-#         gate-real-bg bg-wait
+#         gate-real-bg bg-wait evidence-8k suite-8k
+# evidence-8k runs accuracy (golds from cuda_fp32) and invariance on the 8192-token workload
+# (fixtures/ws1-bench-8k.json), one op per run so that each finished op leaves its evidence
+# (EVIDENCE_8K_TIMEOUT s for all of it, default 540), packed into $OUT/evidence-8k.tgz;
+# suite-8k runs the gpu suite's accuracy and invariance tests on it.
 # gate-real-bg starts gate-real in its own process session (it outlives the call while the
 # machine stays warm), from a copy of the binaries, logging to /tmp/ws1-bg; bg-wait waits for it
 # (BG_WAIT s, default 540) and copies its logs and artifacts to $OUT.
@@ -66,6 +70,22 @@ for s in "$@"; do
         --backend cuda_bf16 --workload $REAL --out "$OUT" ;;
     bench) step bench $BIN/ws1check bench --op all --out "$OUT" ;;
     bench-det-gemm) step bench-det-gemm $BIN/ws1check bench --op det_gemm --out "$OUT" ;;
+    evidence-8k)
+      E=/tmp/ws1-evidence-8k; mkdir -p $E; t0=$SECONDS
+      OPS="embedding rms_norm qk_norm det_gemm rope attention silu swiglu lm_head logp batch_invariant_logp pack linear_logp"
+      for op in $OPS; do
+        left=$(( ${EVIDENCE_8K_TIMEOUT:-540} - (SECONDS - t0) )); [ $left -le 5 ] && break
+        step acc8k-$op timeout $left $BIN/ws1check -v accuracy --op $op --direction both --tier all --backend cuda_bf16 \
+          --reference cuda_fp32 --workload fixtures/ws1-bench-8k.json --out $E/accuracy-$op
+      done
+      for op in $OPS; do
+        left=$(( ${EVIDENCE_8K_TIMEOUT:-540} - (SECONDS - t0) )); [ $left -le 5 ] && break
+        step inv8k-$op timeout $left $BIN/ws1check invariance --op $op --transform all --direction both --backend cuda_bf16 \
+          --workload fixtures/ws1-bench-8k.json --out $E/invariance-$op
+      done
+      cat $OUT/acc8k-*.log $OUT/inv8k-*.log > $OUT/evidence-8k.log 2>/dev/null; rm -f $OUT/acc8k-*.log $OUT/inv8k-*.log
+      tar czf "$OUT/evidence-8k.tgz" -C $E . ;;
+    suite-8k) step suite-8k env WS1_GPU_WORKLOAD=ws1-bench-8k WS1_GPU_REFERENCE=cuda_fp32 $BIN/test_gpu "[accuracy],[invariance]" ;;
     judge) step judge env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu "[judge]" ;;
     gate-real-bg)
       mkdir -p /tmp/ws1-bg/bin && cp $BIN/* /tmp/ws1-bg/bin/
