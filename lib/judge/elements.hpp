@@ -134,6 +134,23 @@ inline bool bits_are_nan(std::uint64_t bits, DType t) {
   }
 }
 
+// A float dtype's +infinity bits (all exponent bits, no mantissa): with the sign bit cleared,
+// bits above it are a NaN. 0 for the others.
+inline std::uint64_t inf_bits(DType t) {
+  switch (t) {
+    case DType::kBF16:
+      return 0x7f80;
+    case DType::kF16:
+      return 0x7c00;
+    case DType::kF32:
+      return 0x7f800000;
+    case DType::kF64:
+      return 0x7ff0000000000000;
+    default:
+      return 0;
+  }
+}
+
 // A float dtype's sign bit; 0 for the others.
 inline std::uint64_t sign_bit(DType t) {
   return dtype_is_float(t) ? std::uint64_t{1} << (8 * dtype_size(t) - 1) : 0;

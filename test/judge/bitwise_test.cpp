@@ -187,3 +187,72 @@ TEST_CASE("bitwise: integers, counts beyond the report limit, rank 0", "[judge]"
   CHECK(
       ws1::passed(ws1::judge_bitwise("empty", f32({0, 3}, {}), f32({0, 3}, {}), NanPolicy::kFail)));
 }
+
+namespace {
+
+// Field by field: the contiguous path's record and the strided path's must be the same.
+void require_same(const ws1::BitwiseTensor& x, const ws1::BitwiseTensor& y) {
+  CHECK(x.equal_bits == y.equal_bits);
+  CHECK(x.mismatches == y.mismatches);
+  CHECK(x.lhs_nans == y.lhs_nans);
+  CHECK(x.rhs_nans == y.rhs_nans);
+  CHECK(x.signed_zero_mismatches == y.signed_zero_mismatches);
+  CHECK(x.notes == y.notes);
+  REQUIRE(x.first_mismatches.size() == y.first_mismatches.size());
+  for (std::size_t i = 0; i < x.first_mismatches.size(); ++i) {
+    CHECK(x.first_mismatches[i].index == y.first_mismatches[i].index);
+    CHECK(x.first_mismatches[i].lhs_bits == y.first_mismatches[i].lhs_bits);
+    CHECK(x.first_mismatches[i].rhs_bits == y.first_mismatches[i].rhs_bits);
+  }
+  REQUIRE(x.first_nans.size() == y.first_nans.size());
+  for (std::size_t i = 0; i < x.first_nans.size(); ++i) CHECK(x.first_nans[i].index == y.first_nans[i].index);
+}
+
+}  // namespace
+
+TEST_CASE("bitwise: contiguous blocks and strided walks give the same record", "[judge]") {
+  // [rows, cols] contiguous, and the same logical tensor as a transposed view of its transpose
+  // (strided: element by element). Planted across many 8192-element blocks: mismatches, ±0,
+  // NaNs on either side and on both with equal bits, in blocks that are otherwise equal.
+  const std::int64_t rows = 300, cols = 1001;
+  for (const DType dt : {DType::kBF16, DType::kF32}) {
+    ws1::Tensor a(dt, {rows, cols});
+    const std::size_t es = ws1::dtype_size(dt);
+    for (std::int64_t i = 0; i < a.numel(); ++i) {
+      const float v = static_cast<float>((i * 37) % 257 - 128) / 1024.0f;
+      if (dt == DType::kBF16)
+        a.data<ws1::bf16>()[i] = ws1::to_bf16(v);
+      else
+        a.data<float>()[i] = v;
+    }
+    ws1::Tensor b = a.contiguous();
+    const auto put = [&](ws1::Tensor& t, std::int64_t i, std::uint32_t bits) {
+      std::memcpy(t.raw() + static_cast<std::size_t>(i) * es, &bits, es);  // low bytes: x86 order
+    };
+    const std::uint32_t nan = dt == DType::kBF16 ? 0x7fc1u : 0x7fc00001u;
+    const std::uint32_t neg0 = dt == DType::kBF16 ? 0x8000u : 0x80000000u;
+    put(b, 5, 0x1234);                  // a mismatch in block 0
+    put(a, 9000, 0), put(b, 9000, neg0);  // +0 against -0 in block 1
+    put(a, 40000, nan);                 // a NaN on one side
+    put(a, 120000, nan), put(b, 120000, nan);  // equal NaN bits in an otherwise equal block
+    put(b, 299999, 0x4000);
+    for (const NanPolicy p : {NanPolicy::kFail, NanPolicy::kCompareBits}) {
+      const ws1::BitwiseTensor fast = ws1::judge_bitwise("y", a, b, p);
+      const ws1::Tensor at = a.transpose(0, 1).contiguous(), bt = b.transpose(0, 1).contiguous();
+      const ws1::Tensor as = at.transpose(0, 1), bs = bt.transpose(0, 1);
+      REQUIRE_FALSE(as.is_contiguous());
+      const ws1::BitwiseTensor walked = ws1::judge_bitwise("y", as, bs, p);
+      require_same(fast, walked);
+      CHECK(fast.lhs_nans == 2);
+      CHECK(fast.rhs_nans == 1);
+      CHECK(fast.signed_zero_mismatches == 1);
+      CHECK(fast.first_nans.size() == 2);
+      CHECK_FALSE(ws1::passed(fast));
+    }
+    // Equal bits and no NaN: nothing listed.
+    const ws1::BitwiseTensor same = ws1::judge_bitwise("y", b, b.contiguous(), NanPolicy::kFail);
+    CHECK(same.mismatches == 0);
+    CHECK(same.rhs_nans == 1);  // the one NaN b holds, at 120000, counted on both sides
+    CHECK(same.lhs_nans == 1);
+  }
+}
