@@ -84,21 +84,21 @@ BitwiseTensor judge_bitwise(std::string name, const Tensor& lhs, const Tensor& r
                        bits_value(b, dt)};
   };
   const auto visit = [&](std::int64_t flat, const std::byte* pa, const std::byte* pb) {
-        const std::uint64_t a = load_bits(pa, size), b = load_bits(pb, size);
-        if (is_float) {
-          const bool nan_a = bits_are_nan(a, dt), nan_b = bits_are_nan(b, dt);
-          t.lhs_nans += nan_a;
-          t.rhs_nans += nan_b;
-          if ((nan_a || nan_b) && t.first_nans.size() < max_reported)
-            t.first_nans.push_back(record(flat, a, b));
-        }
-        if (a == b) return;
-        ++t.mismatches;
-        // +0 against -0: both zero once the sign bit is cleared (raw bits keep them distinct).
-        if (is_float && (a & ~sign) == 0 && (b & ~sign) == 0) ++t.signed_zero_mismatches;
-        if (t.first_mismatches.size() < max_reported)
-          t.first_mismatches.push_back(record(flat, a, b));
-      };
+    const std::uint64_t a = load_bits(pa, size), b = load_bits(pb, size);
+    if (is_float) {
+      const bool nan_a = bits_are_nan(a, dt), nan_b = bits_are_nan(b, dt);
+      t.lhs_nans += nan_a;
+      t.rhs_nans += nan_b;
+      if ((nan_a || nan_b) && t.first_nans.size() < max_reported)
+        t.first_nans.push_back(record(flat, a, b));
+    }
+    if (a == b) return;
+    ++t.mismatches;
+    // +0 against -0: both zero once the sign bit is cleared (raw bits keep them distinct).
+    if (is_float && (a & ~sign) == 0 && (b & ~sign) == 0) ++t.signed_zero_mismatches;
+    if (t.first_mismatches.size() < max_reported)
+      t.first_mismatches.push_back(record(flat, a, b));
+  };
   if (lhs.is_contiguous() && rhs.is_contiguous()) {
     const std::byte* pa = lhs.raw();
     const std::byte* pb = rhs.raw();
