@@ -1,11 +1,13 @@
 // The accuracy comparator of spec §4.1 and its error statistics (definitions in ws1/judge.hpp).
 //
-// Pass 1 decides every element and gathers counts, sums, maxima, the worst element and a
+// Pass 1 decides every element and gathers counts, the leaf sums of the summation tree
+// (ws1/accuracy_parts.hpp: one kSumBlock buffer per worker), maxima, the worst element and a
 // histogram of each statistic; pass 2 recomputes the statistics and keeps only the values in
 // the histogram buckets that hold P99 and P99.9 (percentile.hpp), so no per-element buffer is
 // kept. Both passes run over fixed chunks of the flat range on a few threads; the per-chunk
 // results are merged in chunk order, so every output bit is independent of the thread count.
-// A non-contiguous view is first copied into a contiguous tensor.
+// A non-contiguous view is first copied into a contiguous tensor. A pair held on a device goes
+// to the device judge instead (the same record; accuracy_parts.hpp), where one is installed.
 #include <fmt/format.h>
 
 #include <algorithm>
