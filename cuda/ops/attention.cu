@@ -31,27 +31,29 @@
 // - attention_dkdv_kernel, one block per (b, kv head, key tile, 128-column chunk): a warp owns
 //   16 keys; for each query head of the group in head order, for each 64-row query tile in
 //   order: S^T = K Q^T, dP^T = V dO^T, P, dS as above, dk += dS^T Q (dS split) and
-//   dv += P^T dO (P rounded to bf16) by MMA (k-steps of 16 queries in order; the tile is taken
+//   dv += P^T dO (P split in two bf16 parts) by MMA (k-steps of 16 queries in order; the tile is taken
 //   in four passes of 16 queries to save registers, which keeps that order). The query tiles are
 //   counted from the batch row's first query that sees any key (q0), not from row 0, so a
 //   left-padded grid groups the same queries into the same MMA k-steps as the unpadded run;
 //   pad query rows (dy = 0) add exact zeros. dk * scale and dv rounded once; masked-out keys
 //   get 0.
-// Precision of the backward MMA operands: Q, K, V, dO are bf16 inputs (exact). P >= 0 enters
-// P^T dO as bf16 (relative error 2^-9 per term, no cancellation: fine). dS does NOT: a row of dS
+// Precision of the backward MMA operands: Q, K, V, dO are bf16 inputs (exact). P >= 0, but dO
+// changes sign, so P^T dO cancels as P V does in the forward pass: with P rounded once to bf16,
+// dv was red at 8192 tokens on heavy-tailed and outlier-channel inputs (up to 2.45x the row on
+// the H200: a key seen by ~30000 query rows); P enters as a hi + lo pair as well. dS too: a row of dS
 // sums to ~0 (sum_j P_ij dP_ij = Dsum_i), so dq = dS K and dk = dS^T Q are small results of
 // cancelling terms and one bf16 rounding per dS element (amplified by large channels of K or
 // Q) breaks the bf16 gradient contract. dS is therefore fed as hi = bf16(dS) and
 // lo = bf16(dS - hi) (the FP32 subtraction is exact), ~16 significand bits, and at every
 // k-step the MMA adds hi * B, then lo * B, into the same FP32 accumulator: one fixed order per
 // element, the same for every tile, so determinism and batch invariance are unchanged. Cost: a
-// second MMA per dS product (at D = 128: +1/3 of dq's MMAs, +1/4 of dk/dv's).
+// second MMA per split product (at D = 128: +1/3 of dq's MMAs, +1/2 of dk/dv's).
 // No atomics; every sum has one order fixed by the row's own keys (forward, dq) or by the
 // queries counted from q0 (dk, dv), so results are deterministic and batch invariant.
 //
 // Bits against cpu_bf16: NOT equal. The CPU's dot products are sequential fma chains over d and
-// its P V uses FP32 P; the MMA sums 16 products per step in its own order, P enters as bf16 and
-// dS as a bf16 hi + lo pair (~16 bits; the CPU's dS is FP32); CUDA's expf/logf are not glibc's.
+// its P V uses FP32 P; the MMA sums 16 products per step in its own order, P and dS enter as
+// bf16 hi + lo pairs (~16 bits; the CPU's are FP32); CUDA's expf/logf are not glibc's.
 // Same tile boundaries, same online-softmax steps, same masking rule, so the invariance
 // argument carries over. Caveats (inputs the runner never makes): a non-finite v of a key that
 // is valid but causally invisible to a row inside that row's last tile reaches it as 0 * inf; a
@@ -202,19 +204,6 @@ __device__ __forceinline__ void warp_ab(const bf16* b, int b_row, int col0, floa
     }
 }
 
-// The A fragments (bf16, RNE) of a 16 x 8 NS FP32 block held in C layout: register j of
-// fragment kk holds the pair (c[2 kk + j / 2][2 (j % 2)], c[2 kk + j / 2][2 (j % 2) + 1]).
-template <int NS>
-__device__ __forceinline__ void to_a_fragments(const float (&c)[NS][4], std::uint32_t (&a)[NS / 2][4]) {
-#pragma unroll
-  for (int kk = 0; kk < NS / 2; ++kk)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float(&src)[4] = c[2 * kk + j / 2];
-      a[kk][j] = pack_bf16(src[2 * (j % 2)], src[2 * (j % 2) + 1]);
-    }
-}
-
 // x - bf16(x), exact in FP32 (the rounding error of RNE to 8 significand bits fits in 24); 0
 // where hi is not finite, so an overflow to inf does not turn hi + lo into inf - inf.
 __device__ __forceinline__ float bf16_residual(float x, bf16 hi) {
@@ -222,7 +211,9 @@ __device__ __forceinline__ float bf16_residual(float x, bf16 hi) {
   return isfinite(h) ? __fsub_rn(x, h) : 0.0f;
 }
 
-// The same block as two A-fragment sets with hi + lo = c to ~16 significand bits:
+// The A fragments (bf16, RNE) of a 16 x 8 NS FP32 block held in C layout (register j of
+// fragment kk holds the pair (c[2 kk + j / 2][2 (j % 2)], c[2 kk + j / 2][2 (j % 2) + 1])), as
+// two fragment sets with hi + lo = c to ~16 significand bits:
 // hi = bf16(c), lo = bf16(c - hi). For dS, whose rows sum to ~0 (dS_ij = P_ij (dP_ij - Dsum_i)):
 // one bf16 rounding of each element is large against the cancelling sums dS K and dS^T Q.
 template <int NS>
@@ -701,8 +692,8 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(Params p) {
           s, dp, p.scale, [&](int r, int e, int n) { return key0 + 8 * r < s_vis[qc + 8 * n + c2 + e]; },
           [&](int, int e, int n) { return s_lse[qc + 8 * n + c2 + e]; },
           [&](int, int e, int n) { return s_dsum[qc + 8 * n + c2 + e]; });
-      std::uint32_t pa[QS / 2][4], ds_hi[QS / 2][4], ds_lo[QS / 2][4];
-      to_a_fragments(s, pa);
+      std::uint32_t p_hi[QS / 2][4], p_lo[QS / 2][4], ds_hi[QS / 2][4], ds_lo[QS / 2][4];
+      to_split_a_fragments(s, p_hi, p_lo);
       to_split_a_fragments(dp, ds_hi, ds_lo);
       warp_ab<DP, QS / 2, NB>(sq_tile, qc, chunk * DC, dk, ds_hi, ds_lo);
       if (pass == kTile / kPassQ - 1) {
@@ -712,7 +703,7 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(Params p) {
           cp_async_commit();
         }
       }
-      warp_ab<DP, QS / 2, NB>(sdo_tile, qc, chunk * DC, dv, pa);
+      warp_ab<DP, QS / 2, NB>(sdo_tile, qc, chunk * DC, dv, p_hi, p_lo);
     }
     __syncthreads();  // every warp is done with dO
     if (step + 1 < steps) {

@@ -34,8 +34,8 @@ Algorithm and reduction orders (mirroring cuda/ops/attention.cu kernel for kerne
   head order, for each 64-row query tile in order, counted from q0 (so a left-padded grid puts
   the same queries into the same MMA k-steps as the unpadded run; pad rows with dy = 0 add exact
   zeros): S^T = K Q^T, dP^T = V dO^T, P, dS as above; dk += dS^T Q and dv += P^T dO, both with
-  the left operand as a bf16 hi + lo pair (cuda_bf16 feeds P to dv as one bf16; the pair only
-  adds accuracy). dk * scale and dv rounded once, scattered back to the keys' positions.
+  the left operand as a bf16 hi + lo pair (as cuda_bf16: with P as one bf16, dv left the
+  contract row at 8192 tokens, because dO changes sign and P^T dO cancels). dk * scale and dv rounded once, scattered back to the keys' positions.
 Every tl.dot pins input_precision="ieee" (its operands are bf16 here, so it runs on the tensor
 cores with FP32 accumulation; no TF32 anywhere). The FP32 elementwise math is compiled with
 enable_fp_fusion=False (each mul/add rounds once, as the cuda code's __fmul_rn/__fsub_rn; the
