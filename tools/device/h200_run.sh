@@ -5,13 +5,15 @@
 #   STEP: env suite suite-real determinism-real sanitizer evidence bench parity-manifest
 #         parity-sweep parity-kv triton-smoke triton-evidence audit gate-smoke gate-real
 #         bench-det-gemm reference det-gemm-tc evidence-gpuref triton-accuracy-real judge
-#         gate-real-bg bg-wait evidence-8k suite-8k
+#         gate-real-bg bg bg-wait evidence-8k suite-8k
 # evidence-8k runs accuracy (golds from cuda_fp32) and invariance on the 8192-token workload
 # (fixtures/ws1-bench-8k.json), one op per run so that each finished op leaves its evidence
-# (EVIDENCE_8K_TIMEOUT s for all of it, default 540), packed into $OUT/evidence-8k.tgz;
+# (EVIDENCE_8K_TIMEOUT s for all of it, default 540; OPS names a subset), packed into
+# $OUT/evidence-8k.tgz;
 # suite-8k runs the gpu suite's accuracy and invariance tests on it.
 # gate-real-bg starts gate-real in its own process session (it outlives the call while the
-# machine stays warm), from a copy of the binaries, logging to /tmp/ws1-bg; bg-wait waits for it
+# machine stays warm), from a copy of the binaries, logging to /tmp/ws1-bg; bg does the same for
+# the steps named in BG_STEPS (their environment passes through); bg-wait waits for either
 # (BG_WAIT s, default 540) and copies its logs and artifacts to $OUT.
 # The parity steps run synthetic:qwen3-8b (36 layers, real dims) on cuda_bf16 in both rms_norm
 # orders (PARITY_ORDERS="kernel" or "hf" for one; PARITY_TIMEOUT bounds each run, s); their
@@ -72,7 +74,7 @@ for s in "$@"; do
     bench-det-gemm) step bench-det-gemm $BIN/ws1check bench --op det_gemm --out "$OUT" ;;
     evidence-8k)
       E=/tmp/ws1-evidence-8k; mkdir -p $E; t0=$SECONDS
-      OPS="embedding rms_norm qk_norm det_gemm rope attention silu swiglu lm_head logp batch_invariant_logp pack linear_logp"
+      OPS=${OPS:-embedding rms_norm qk_norm det_gemm rope attention silu swiglu lm_head logp batch_invariant_logp pack linear_logp}
       for op in $OPS; do
         left=$(( ${EVIDENCE_8K_TIMEOUT:-540} - (SECONDS - t0) )); [ $left -le 5 ] && break
         step acc8k-$op timeout $left $BIN/ws1check -v accuracy --op $op --direction both --tier all --backend cuda_bf16 \
@@ -87,11 +89,14 @@ for s in "$@"; do
       tar czf "$OUT/evidence-8k.tgz" -C $E . ;;
     suite-8k) step suite-8k env WS1_GPU_WORKLOAD=ws1-bench-8k WS1_GPU_REFERENCE=cuda_fp32 $BIN/test_gpu "[accuracy],[invariance]" ;;
     judge) step judge env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu "[judge]" ;;
-    gate-real-bg)
-      mkdir -p /tmp/ws1-bg/bin && cp $BIN/* /tmp/ws1-bg/bin/
-      REFERENCE=${REFERENCE:-cuda_fp32} OUT=/tmp/ws1-bg BIN=/tmp/ws1-bg/bin setsid bash -c \
-        'bash tools/device/h200_run.sh gate-real; echo $? > /tmp/ws1-bg/done' >/tmp/ws1-bg/driver.log 2>&1 </dev/null &
-      summary+=("gate-real-bg started") ;;
+    gate-real-bg|bg)
+      # Runs BG_STEPS (gate-real for gate-real-bg) in its own process session from a copy of the
+      # binaries, so that it outlives this call while the machine stays warm.
+      [ $s = gate-real-bg ] && BG_STEPS=gate-real && export REFERENCE=${REFERENCE:-cuda_fp32}
+      mkdir -p /tmp/ws1-bg/bin && cp $BIN/* /tmp/ws1-bg/bin/ && rm -f /tmp/ws1-bg/done
+      OUT=/tmp/ws1-bg BIN=/tmp/ws1-bg/bin BG_STEPS=$BG_STEPS setsid bash -c \
+        'bash tools/device/h200_run.sh $BG_STEPS; echo $? > /tmp/ws1-bg/done' >/tmp/ws1-bg/driver.log 2>&1 </dev/null &
+      summary+=("$s started: $BG_STEPS") ;;
     bg-wait)
       t0=$SECONDS
       while [ ! -f /tmp/ws1-bg/done ] && [ $((SECONDS - t0)) -lt ${BG_WAIT:-540} ]; do sleep 5; done
