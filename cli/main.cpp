@@ -63,6 +63,9 @@ int main(int argc, char** argv) {
   try {
     for (auto& c : commands)
       if (c.app->parsed()) return c.action();
+  } catch (const ws1::EnvironmentFailure& e) {
+    fmt::print(stderr, "ws1check: error: {}\n", e.what());
+    return ws1cli::exit_code(ws1::ExitCode::kEnvironment);
   } catch (const std::exception& e) {
     fmt::print(stderr, "ws1check: error: internal: {}\n", e.what());
     return ws1cli::exit_code(ws1::ExitCode::kEnvironment);

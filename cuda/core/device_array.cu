@@ -44,8 +44,8 @@ class ArrayCopy final : public ws1::DeviceCopy {
     if (a_.bytes() == 0) return;
     const cudaError_t e = cudaMemcpy(dst, a_.get(), a_.bytes(), cudaMemcpyDeviceToHost);
     if (e != cudaSuccess)
-      throw std::runtime_error(std::string("copy of a device-held tensor to the host: ") + cudaGetErrorName(e) +
-                               ": " + cudaGetErrorString(e));
+      throw ws1::EnvironmentFailure(std::string("copy of a device-held tensor to the host: ") + cudaGetErrorName(e) +
+                                    ": " + cudaGetErrorString(e));
   }
 
  private:

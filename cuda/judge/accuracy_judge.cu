@@ -32,6 +32,7 @@
 
 #include "op_support.hpp"
 #include "ws1/accuracy_parts.hpp"
+#include "ws1/error.hpp"
 #include "ws1/judge.hpp"
 #include "ws1cuda/device_array.cuh"
 #include "ws1cuda/device_judge.hpp"
@@ -544,7 +545,7 @@ std::optional<ws1::AccuracyTensor> judge_on_device(const std::string& name, cons
         return std::nullopt;  // f16: the host judge
     }
   } catch (const ws1::ops::OpInputError& e) {
-    throw std::runtime_error("device judge of '" + name + "': " + e.error.message());
+    throw ws1::EnvironmentFailure("device judge of '" + name + "': " + e.error.message());
   }
 }
 

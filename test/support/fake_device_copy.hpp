@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "ws1/error.hpp"
 #include "ws1/tensor.hpp"
 
 namespace ws1_test {
@@ -16,10 +17,15 @@ class FakeDeviceCopy final : public ws1::DeviceCopy {
   const void* data() const override { return bytes_.data(); }
   std::size_t bytes() const override { return bytes_.size(); }
   void copy_to_host(std::byte* dst) const override {
+    if (failures > 0) {  // a failing transfer, as ArrayCopy reports a CUDA error
+      --failures;
+      throw ws1::EnvironmentFailure("copy of a device-held tensor to the host: planted failure");
+    }
     ++fetches;
     std::memcpy(dst, bytes_.data(), bytes_.size());
   }
   mutable int fetches = 0;
+  mutable int failures = 0;  // the next `failures` copies throw
 
  private:
   std::vector<std::byte> bytes_;

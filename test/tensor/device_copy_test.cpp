@@ -85,3 +85,17 @@ TEST_CASE("on_device: a copy of the wrong size is misuse", "[tensor]") {
   CHECK_THROWS_AS(ws1::Tensor::on_device(ws1::DType::kF32, {2, 3}, copy), std::logic_error);
   CHECK_THROWS_AS(ws1::Tensor::on_device(ws1::DType::kF32, {2, 3}, nullptr), std::logic_error);
 }
+
+TEST_CASE("on_device: a failed fetch is an environment failure and leaves no half copy", "[tensor]") {
+  Made m = make({3, 5});
+  const ws1::Tensor& t = m.t;
+  m.copy->failures = 1;
+  // The CLI reports this type as an environment error (exit 3), not an internal one.
+  CHECK_THROWS_AS(t.data<float>(), ws1::EnvironmentFailure);
+  CHECK(m.copy->fetches == 0);
+  CHECK(t.device_data() == m.copy->data());  // still held on the device
+  // The next read fetches again and sees every value.
+  const float* v = t.data<float>();
+  CHECK(m.copy->fetches == 1);
+  for (int i = 0; i < 15; ++i) CHECK(v[i] == static_cast<float>(i) + 0.5f);
+}

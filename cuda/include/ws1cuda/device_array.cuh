@@ -128,7 +128,7 @@ ws1::Tensor download_bf16(const DeviceArray<bf16>& a, const ws1::Shape& shape);
 ws1::Tensor download_f32(const DeviceArray<float>& a, const ws1::Shape& shape);
 
 // `bytes` bytes of device memory at `src`, copied into a new allocation owned by the returned
-// DeviceCopy (ws1/tensor.hpp); its copy_to_host() throws std::runtime_error on a CUDA failure.
+// DeviceCopy (ws1/tensor.hpp); its copy_to_host() throws ws1::EnvironmentFailure on a CUDA failure.
 std::shared_ptr<const ws1::DeviceCopy> device_copy_of(const void* src, std::size_t bytes);
 // The same, taking over an allocation that holds the values.
 std::shared_ptr<const ws1::DeviceCopy> adopt_as_device_copy(DeviceArray<unsigned char> a);

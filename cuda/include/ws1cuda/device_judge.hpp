@@ -19,7 +19,7 @@ void install_device_judge();
 
 // The judge on the device: nothing when it does not apply (a tensor not on the device, an f16
 // candidate, more rare pairs than it keeps: the host judge then runs). A CUDA failure throws
-// std::runtime_error naming the call. The pair must be comparable (accuracy_incomparable()).
+// ws1::EnvironmentFailure naming the call. The pair must be comparable (accuracy_incomparable()).
 std::optional<ws1::AccuracyTensor> judge_on_device(const std::string& name, const ws1::Tensor& candidate,
                                                    const ws1::Tensor& reference, const ws1::Tolerance& tol);
 

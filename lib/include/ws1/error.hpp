@@ -2,6 +2,7 @@
 // and the CLI turns it into one line on stderr and an exit code (DESIGN §8).
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
@@ -25,6 +26,13 @@ struct Error {
 
 Error bad_input(std::string file, std::string where, std::string problem);
 Error environment_error(std::string where, std::string problem);
+
+// Thrown where no Result can carry the failure — a lazy device-to-host copy inside a host read,
+// the device judge — when the machine failed, not the input or the code (a CUDA error). The CLI
+// reports it as an environment error (exit 3), not as an internal one.
+struct EnvironmentFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // A value or an Error (C++23's std::expected is not available with g++ 12 in C++20 mode).
 template <class T>

@@ -39,7 +39,7 @@ class DeviceCopy {
   virtual ~DeviceCopy() = default;
   virtual const void* data() const = 0;  // device address of the first byte
   virtual std::size_t bytes() const = 0;
-  // Copies every byte to `dst`; throws std::runtime_error naming the failure.
+  // Copies every byte to `dst`; throws ws1::EnvironmentFailure (ws1/error.hpp) naming the failure.
   virtual void copy_to_host(std::byte* dst) const = 0;
 };
 
