@@ -5,7 +5,7 @@
 #   STEP: env suite suite-real determinism-real sanitizer evidence bench parity-manifest
 #         parity-sweep parity-kv triton-smoke triton-evidence audit gate-smoke gate-real
 #         bench-det-gemm reference det-gemm-tc evidence-gpuref triton-accuracy-real judge
-#         gate-real-bg bg bg-wait evidence-8k suite-8k
+#         gate-real-bg bg bg-wait evidence-8k suite-8k acc-ops
 # evidence-8k runs accuracy (golds from cuda_fp32) and invariance on the 8192-token workload
 # (fixtures/ws1-bench-8k.json), one op per run so that each finished op leaves its evidence
 # (EVIDENCE_8K_TIMEOUT s for all of it, default 540; OPS names a subset), packed into
@@ -87,6 +87,22 @@ for s in "$@"; do
       done
       cat $OUT/acc8k-*.log $OUT/inv8k-*.log > $OUT/evidence-8k.log 2>/dev/null; rm -f $OUT/acc8k-*.log $OUT/inv8k-*.log
       tar czf "$OUT/evidence-8k.tgz" -C $E . ;;
+    acc-ops)
+      # Accuracy (golds from cuda_fp32) and invariance of the ops in OPS on the Qwen3-8B workload
+      # and at 8192 tokens, one artifact per op, workload and judgment, packed into $OUT/acc-ops.tgz:
+      # to compare a kernel change's records with committed evidence.
+      A=/tmp/ws1-acc-ops; mkdir -p $A
+      for op in ${OPS:?acc-ops needs OPS}; do
+        for w in $REAL fixtures/ws1-bench-8k.json; do
+          tag=$(basename $w .json)
+          step acc-$op-$tag $BIN/ws1check accuracy --op $op --direction both --tier all --backend cuda_bf16 \
+            --reference cuda_fp32 --workload $w --out $A/accuracy-$op-$tag
+          step inv-$op-$tag $BIN/ws1check invariance --op $op --transform all --direction both --backend cuda_bf16 \
+            --workload $w --out $A/invariance-$op-$tag
+        done
+      done
+      cat $OUT/acc-*.log $OUT/inv-*.log > $OUT/acc-ops.log 2>/dev/null; rm -f $OUT/acc-*-*.log $OUT/inv-*-*.log
+      tar czf "$OUT/acc-ops.tgz" -C $A . ;;
     suite-8k) step suite-8k env WS1_GPU_WORKLOAD=ws1-bench-8k WS1_GPU_REFERENCE=cuda_fp32 $BIN/test_gpu "[accuracy],[invariance]" ;;
     judge) step judge env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu "[judge]" ;;
     gate-real-bg|bg)
