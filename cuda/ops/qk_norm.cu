@@ -1,7 +1,9 @@
 // qk_norm on cuda_bf16: RMSNorm over head_dim for every head of every token (x [..., head_dim],
 // weight [head_dim]), and its backward. It is rms_norm's kernels (rms_norm.cuh) on rows of
-// head_dim (one warp per head's row at head_dim 128; dweight summed over tokens x heads in row
-// index order); what qk_norm adds is the check that x's last dimension is the run's head_dim.
+// head_dim (one warp per head's row at head_dim 128; dweight summed over tokens x heads in the
+// declared blocked order, blocks of rows in parallel and their partials merged in block order,
+// docs/decisions.md D24); what qk_norm adds is the check that x's last dimension is the run's
+// head_dim.
 #include "registry.hpp"
 #include "rms_norm.cuh"
 

@@ -11,8 +11,10 @@
 //    CPU (compiled with -ffp-contract=off) rounds twice.
 //  - forward, "kernel" order: bf16(fp32(fp32(x*rstd)*w)); "hf" order: bf16(bf16(x*rstd)*w).
 //  - backward: dx = bf16(rstd*g - x*coef) with coef = rstd^3 * sum(g*x) / W evaluated left to
-//    right as the CPU writes it; dweight = bf16 of the sum over rows, in row index order, of
-//    fma(dy*x, rstd, acc).
+//    right as the CPU writes it; dweight in the candidate's declared two-level order
+//    (lib/ops/rms_norm.hpp, docs/decisions.md D24): per column, each block of kDwRowBlock rows
+//    sums fma(dy*x, rstd, acc) in row order from +0, then the block partials are added in
+//    block order in FP32 and rounded to bf16 once.
 //
 // Work split of the row kernels: a team normalises one row, a warp for rows up to 256 wide
 // (qk_norm's 128-wide heads, 4 rows per block), a 128-thread block above (rms_norm's 4096).
@@ -22,10 +24,12 @@
 // When the row is a single tile the output pass reads it back from shared memory. A row's
 // arithmetic depends on its width only: the kernels are batch-invariant.
 //
-// dweight: one thread per column (warp 0 of a 256-thread block owns 32 columns, or 8 for
-// narrow rows); the whole block stages tiles of rows of dy*x and the rows' rstd into shared
-// memory, prefetching the next tile into registers while warp 0 runs its sequential sums over
-// the current one.
+// dweight: two kernels, no atomics. The partials kernel runs one thread per (row block, group
+// of kVec columns: 2 for even widths, else 1), reading dy and x straight from global memory
+// with coalesced loads (neighbouring threads, neighbouring columns) and writing FP32 partials
+// to a [row blocks, width] workspace; the merge kernel runs one thread per column over its
+// partials in block order. So qk_norm's 128 columns over 262144 rows are 65536 threads with
+// chains of 256, not 128 threads with chains of 262144.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -318,97 +322,156 @@ __global__ void __launch_bounds__(kRowBlock)
   }
 }
 
-// dweight: kCols columns per block, one thread of warp 0 each (32 columns; 8 for narrow rows
-// such as qk_norm's 128-wide heads, so more SMs load); tiles of DwTile::kRows rows, kDwGroups
-// kVec-wide loads of dy and of x per thread per tile.
-constexpr int kDwThreads = 256;
-constexpr int kDwGroups = 4;
-constexpr std::int64_t kDwNarrowWidth = 1024;  // up to this width, 8 columns per block
+// ---- dweight (docs/decisions.md D24; the order is stated in lib/ops/rms_norm.hpp) ----
+//
+// Partials kernel: task (block b, column group g) sums rows [b*kDwRows, min(rows, (b+1)*kDwRows))
+// of columns [g*kVec, g*kVec + kVec), each column in its own chain acc = fma(dy*x, rstd, acc)
+// from +0, and writes the kVec partials to partial[b, column] (row-major [blocks, width]).
+// Tasks are numbered block-major (task = b * groups + g) and visited grid-stride, one per
+// thread, so neighbouring threads take neighbouring column groups of one row block: each row
+// is one coalesced load of dy and one of x per warp (kVec 2: 32 lanes x 4 bytes = 128 bytes).
+// kDwUnroll rows' loads are issued before their fused multiply-adds, which then run in row
+// order. kVec is 2 when the width is even (then every group starts 4-byte aligned), else 1.
+//
+// Merge kernel: one thread per column (grid-stride) adds the column's partials in block order,
+// s = 0, s = s + p_0, s = s + p_1, ..., loading them kDwMergeUnroll at a time (the next batch in
+// flight while the current one is added), and writes bf16(s). With no rows (no blocks) that is
+// bf16(+0). qk_norm's 128 columns are one block of threads here: its 1024 partials per column
+// at 8192 tokens are a chain of 1024 dependent adds, so the loads must run ahead of them.
+//
+// Which thread computes a value and in how many threads the work is spread change nothing:
+// every partial and every column's merge is one fixed sequence of operations.
+constexpr int kDwRows = static_cast<int>(ws1::ops::kDwRowBlock);
+static_assert(kDwRows > 0 && static_cast<std::int64_t>(kDwRows) == ws1::ops::kDwRowBlock);
+constexpr int kDwThreads = 128;       // threads per block of the partials kernel
+constexpr int kDwUnroll = 8;          // rows whose loads are in flight together
+constexpr int kDwMergeThreads = 128;  // threads per block of the merge kernel
+constexpr int kDwMergeUnroll = 32;    // partials per batch of loads (two batches in flight)
+constexpr std::int64_t kMaxDwBlocks = std::int64_t{1} << 20;  // beyond: grid-stride
 
-template <int kVec, int kCols>
-struct DwTile {
-  static constexpr int kPitch = kCols + 1;  // odd: the loaders' stores land on distinct banks
-  static constexpr int kGroupsPerRow = kCols / kVec;
-  static constexpr int kRows = kDwThreads * kDwGroups / kGroupsPerRow;
-  static constexpr int kRstdPerThread = (kRows + kDwThreads - 1) / kDwThreads;
-  static_assert(kCols % kVec == 0 && kCols <= 32, "whole groups; consumers in warp 0");
-  static_assert(kRows * (kPitch + 1) * 4 <= 48 * 1024, "static shared memory");
-};
-
-template <int kVec, int kCols>
-__global__ void __launch_bounds__(kDwThreads)
-    rms_norm_dweight_kernel(const bf16* __restrict__ dy, const bf16* __restrict__ x,
-                            const float* __restrict__ rstd, bf16* __restrict__ dweight,
-                            std::int64_t rows, std::int64_t width) {
-  using Tile = DwTile<kVec, kCols>;
-  __shared__ float prod[Tile::kRows * Tile::kPitch];  // dy*x of the tile, [row][column]
-  __shared__ float tile_rstd[Tile::kRows];
-  const int tid = static_cast<int>(threadIdx.x);
-  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kCols;
-
-  // The next tile in registers (zeros outside the matrix).
-  Packed<kVec> dy_next[kDwGroups], x_next[kDwGroups];
-  float rstd_next[Tile::kRstdPerThread];
-  const auto prefetch = [&](std::int64_t r0) {
-#pragma unroll
-    for (int i = 0; i < kDwGroups; ++i) {
-      const int g = tid + i * kDwThreads;
-      const std::int64_t r = r0 + g / Tile::kGroupsPerRow;
-      const std::int64_t c = c0 + (g % Tile::kGroupsPerRow) * kVec;
-      dy_next[i] = Packed<kVec>{};
-      x_next[i] = Packed<kVec>{};
-      if (r < rows && c < width) {  // kVec 8 only when width % 8 == 0: whole groups
-        dy_next[i] = load_packed<kVec>(dy + r * width + c);
-        x_next[i] = load_packed<kVec>(x + r * width + c);
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < Tile::kRstdPerThread; ++q) {
-      const int j = tid + q * kDwThreads;
-      rstd_next[q] = j < Tile::kRows && r0 + j < rows ? rstd[r0 + j] : 0.0f;
-    }
-  };
-
-  float acc = 0.0f;  // column c0 + tid's sum (threads tid < kCols)
-  const std::int64_t tiles = (rows + Tile::kRows - 1) / Tile::kRows;
-  if (tiles > 0) prefetch(0);
-  for (std::int64_t t = 0; t < tiles; ++t) {
-    const std::int64_t r0 = t * Tile::kRows;
-    // The CPU's product dy*x, rounded to float before its fused multiply-add.
-#pragma unroll
-    for (int i = 0; i < kDwGroups; ++i) {
-      const int g = tid + i * kDwThreads;
-      float dyv[kVec], xv[kVec];
-      unpack<kVec>(dy_next[i], dyv);
-      unpack<kVec>(x_next[i], xv);
-      float* p = prod + (g / Tile::kGroupsPerRow) * Tile::kPitch + (g % Tile::kGroupsPerRow) * kVec;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) p[k] = __fmul_rn(dyv[k], xv[k]);
-    }
-#pragma unroll
-    for (int q = 0; q < Tile::kRstdPerThread; ++q) {
-      const int j = tid + q * kDwThreads;
-      if (j < Tile::kRows) tile_rstd[j] = rstd_next[q];
-    }
-    __syncthreads();
-    if (t + 1 < tiles) prefetch(r0 + Tile::kRows);  // in flight while warp 0 sums
-    if (tid < kCols) {
-      const int n = static_cast<int>(rows - r0 < Tile::kRows ? rows - r0 : Tile::kRows);
-      const float* pc = prod + tid;
-#pragma unroll 8
-      for (int r = 0; r < n; ++r) acc = __fmaf_rn(pc[r * Tile::kPitch], tile_rstd[r], acc);
-    }
-    __syncthreads();  // the tile is consumed before the next one is stored
+// kVec (1 or 2) bf16 values from p on, as floats (exact).
+template <int kVec>
+__device__ __forceinline__ void load_dw(const bf16* p, float (&v)[kVec]) {
+  static_assert(kVec == 1 || kVec == 2, "one element or one 4-byte pair");
+  if constexpr (kVec == 2) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+    v[0] = f.x;
+    v[1] = f.y;
+  } else {
+    v[0] = to_f32(*p);
   }
-  if (tid < kCols && c0 + tid < width) dweight[c0 + tid] = to_bf16(acc);
 }
 
-template <int kVec, int kCols>
-void launch_dweight(const bf16* dy, const bf16* x, const float* rstd, bf16* dweight,
-                    std::int64_t rows, std::int64_t width) {
-  rms_norm_dweight_kernel<kVec, kCols><<<blocks_for(width, kCols), kDwThreads>>>(
-      dy, x, rstd, dweight, rows, width);
-  check_launch("rms_norm_dweight_kernel");
+template <int kVec>
+__global__ void __launch_bounds__(kDwThreads)
+    rms_norm_dweight_partial_kernel(const bf16* __restrict__ dy, const bf16* __restrict__ x,
+                                    const float* __restrict__ rstd, float* __restrict__ partial,
+                                    std::int64_t rows, std::int64_t width) {
+  const std::int64_t groups = width / kVec;  // kVec divides width
+  const std::int64_t tasks = groups * ((rows + kDwRows - 1) / kDwRows);
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kDwThreads;
+  for (std::int64_t task = static_cast<std::int64_t>(blockIdx.x) * kDwThreads + threadIdx.x; task < tasks;
+       task += stride) {
+    const std::int64_t b = task / groups;
+    const std::int64_t c = (task - b * groups) * kVec;
+    const std::int64_t r0 = b * kDwRows;
+    const int n = static_cast<int>(rows - r0 < kDwRows ? rows - r0 : kDwRows);  // 1..kDwRows
+    const bf16* dyb = dy + r0 * width + c;
+    const bf16* xb = x + r0 * width + c;
+    const float* rsb = rstd + r0;
+    float acc[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) acc[k] = 0.0f;
+    int r = 0;
+    for (; r + kDwUnroll <= n; r += kDwUnroll) {
+      float dv[kDwUnroll][kVec], xv[kDwUnroll][kVec], rs[kDwUnroll];
+#pragma unroll
+      for (int u = 0; u < kDwUnroll; ++u) {
+        load_dw<kVec>(dyb + static_cast<std::int64_t>(r + u) * width, dv[u]);
+        load_dw<kVec>(xb + static_cast<std::int64_t>(r + u) * width, xv[u]);
+        rs[u] = rsb[r + u];
+      }
+      // Row order: the CPU's product dy*x rounded to float, then one fused multiply-add.
+#pragma unroll
+      for (int u = 0; u < kDwUnroll; ++u)
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) acc[k] = __fmaf_rn(__fmul_rn(dv[u][k], xv[u][k]), rs[u], acc[k]);
+    }
+    for (; r < n; ++r) {  // the block's last n % kDwUnroll rows
+      float dv[kVec], xv[kVec];
+      load_dw<kVec>(dyb + static_cast<std::int64_t>(r) * width, dv);
+      load_dw<kVec>(xb + static_cast<std::int64_t>(r) * width, xv);
+      const float rs = rsb[r];
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) acc[k] = __fmaf_rn(__fmul_rn(dv[k], xv[k]), rs, acc[k]);
+    }
+    float* out = partial + b * width + c;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) out[k] = acc[k];
+  }
+}
+
+// A template (on the batch size) as every kernel of this header, which two .cu files include:
+// one definition per instantiation at link time.
+template <int kBatch>
+__global__ void __launch_bounds__(kDwMergeThreads)
+    rms_norm_dweight_merge_kernel(const float* __restrict__ partial, bf16* __restrict__ dweight,
+                                  std::int64_t blocks, std::int64_t width) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kDwMergeThreads;
+  for (std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kDwMergeThreads + threadIdx.x; c < width;
+       c += stride) {
+    const float* pc = partial + c;
+    // Batches of kBatch partials; batch k + 1 is loaded while batch k is added.
+    const auto load_batch = [&](std::int64_t b0, float (&p)[kBatch]) {
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) p[u] = pc[(b0 + u) * width];
+    };
+    const std::int64_t batches = blocks / kBatch;
+    float s = 0.0f;
+    float cur[kBatch];
+    if (batches > 0) load_batch(0, cur);
+    for (std::int64_t k = 0; k < batches; ++k) {
+      const bool more = k + 1 < batches;
+      float next[kBatch];
+      if (more) load_batch((k + 1) * kBatch, next);
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) s = __fadd_rn(s, cur[u]);  // block order
+      if (more) {
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) cur[u] = next[u];
+      }
+    }
+    for (std::int64_t b = batches * kBatch; b < blocks; ++b) s = __fadd_rn(s, pc[b * width]);
+    dweight[c] = to_bf16(s);
+  }
+}
+
+// Blocks for `items` items of `per_block` each: at least 1, at most kMaxDwBlocks.
+inline unsigned dw_grid(std::int64_t items, int per_block) {
+  const std::int64_t b = (items + per_block - 1) / per_block;
+  return static_cast<unsigned>(b < 1 ? 1 : (b < kMaxDwBlocks ? b : kMaxDwBlocks));
+}
+
+// Row blocks of `rows` rows: the partials workspace holds dw_row_blocks(rows) * width floats.
+inline std::int64_t dw_row_blocks(std::int64_t rows) { return (rows + kDwRows - 1) / kDwRows; }
+
+// dweight [width] from dy, x [rows, width] and the rows' rstd; `partial` is the workspace
+// (unused, and may be null, when rows == 0). width > 0.
+inline void launch_dweight(const bf16* dy, const bf16* x, const float* rstd, float* partial, bf16* dweight,
+                           std::int64_t rows, std::int64_t width) {
+  const std::int64_t blocks = dw_row_blocks(rows);
+  if (blocks > 0) {
+    if (width % 2 == 0)
+      rms_norm_dweight_partial_kernel<2><<<dw_grid(blocks * (width / 2), kDwThreads), kDwThreads>>>(
+          dy, x, rstd, partial, rows, width);
+    else
+      rms_norm_dweight_partial_kernel<1><<<dw_grid(blocks * width, kDwThreads), kDwThreads>>>(
+          dy, x, rstd, partial, rows, width);
+    check_launch("rms_norm_dweight_partial_kernel");
+  }
+  rms_norm_dweight_merge_kernel<kDwMergeUnroll><<<dw_grid(width, kDwMergeThreads), kDwMergeThreads>>>(
+      partial, dweight, blocks, width);
+  check_launch("rms_norm_dweight_merge_kernel");
 }
 
 // ---- host side ----
@@ -467,6 +530,9 @@ inline ws1::Tensors backward(std::string_view op, const ws1::Tensors& in, const 
   DeviceArray<bf16> dx = poisoned<bf16>(x.size());
   DeviceArray<bf16> dweight = poisoned<bf16>(w.size());
   DeviceArray<float> rstd = poisoned<float>(static_cast<std::size_t>(s.rows));
+  // dweight's block partials, [row blocks, width]; each is written before it is read, so a
+  // repeated region (bench) needs no clearing. Poisoned: one the kernel missed would be a NaN.
+  DeviceArray<float> partial = poisoned<float>(static_cast<std::size_t>(dw_row_blocks(s.rows) * s.width));
   launch_region(std::string(op) + ".bwd", [&] {
     if (s.rows > 0) {
       dispatch(s.width, [&](auto team, auto vec) {
@@ -476,12 +542,8 @@ inline ws1::Tensors backward(std::string_view op, const ws1::Tensors& in, const 
         check_launch("rms_norm_bwd_kernel");
       });
     }
-    if (s.width > 0) {  // also with no rows: dweight is then zero
-      const bool vec = s.width % 8 == 0, narrow = s.width <= kDwNarrowWidth;
-      const auto launch = vec ? (narrow ? launch_dweight<8, 8> : launch_dweight<8, 32>)
-                              : (narrow ? launch_dweight<1, 8> : launch_dweight<1, 32>);
-      launch(dy.get(), x.get(), rstd.get(), dweight.get(), s.rows, s.width);
-    }
+    if (s.width > 0)  // also with no rows: dweight is then zero
+      launch_dweight(dy.get(), x.get(), rstd.get(), partial.get(), dweight.get(), s.rows, s.width);
   });
   return {{"dx", download_bf16(dx, s.x->shape())},
           {"dweight", download_bf16(dweight, s.weight->shape())}};
@@ -489,6 +551,7 @@ inline ws1::Tensors backward(std::string_view op, const ws1::Tensors& in, const 
 
 // The kernels each direction launches, for the kernel id.
 inline constexpr std::string_view kForwardKernels = "rms_norm_fwd_kernel";
-inline constexpr std::string_view kBackwardKernels = "rms_norm_bwd_kernel,rms_norm_dweight_kernel";
+inline constexpr std::string_view kBackwardKernels =
+    "rms_norm_bwd_kernel,rms_norm_dweight_partial_kernel,rms_norm_dweight_merge_kernel";
 
 }  // namespace ws1cuda::rms

@@ -8,11 +8,15 @@
 //
 // Backward (same FP32 definition): with r = rsqrt(mean(x^2)+eps) and g = dy*w,
 //   dx = r*g - x * r^3 * sum(g*x) / W,      dweight = sum over rows of dy*x*r.
-// The candidate's dweight sums rows in index order in FP32 (one thread per column block), so
-// it is deterministic; the HF order's backward uses the same formula (rounding is not
-// differentiated).
+// dweight is a sum over rows per column, each row adding fma(float(dy*x), rstd, acc). The
+// reference sums all rows in index order in one FP32 chain per column. The candidate sums
+// fixed blocks of kDwRowBlock rows that way, then adds the block partials in block order in
+// FP32 and rounds once (rms_norm.hpp; docs/decisions.md D24: the GPU runs the blocks in
+// parallel). Both are deterministic and depend on the rows only; the HF order's backward uses
+// the same formula (rounding is not differentiated).
 #include "rms_norm.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "op_support.hpp"
@@ -107,12 +111,23 @@ Result<Tensors> rms_norm_backward(std::string_view op, const Tensors& in, const 
       }
     });
     std::vector<float> dw(static_cast<std::size_t>(s.width));
+    // Rows [r0, r1) of column i: acc = fma(float(dy*x), rstd, acc) left to right from +0.
+    const auto column_chain = [&](std::int64_t i, std::int64_t r0, std::int64_t r1) {
+      float acc = 0.0f;
+      for (std::int64_t r = r0; r < r1; ++r)
+        acc = std::fma(dy[r * s.width + i] * x[r * s.width + i], rstd[static_cast<std::size_t>(r)], acc);
+      return acc;
+    };
     parallel_for(s.width, ctx.threads, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = b; i < e; ++i) {
-        float acc = 0.0f;
-        for (std::int64_t r = 0; r < s.rows; ++r)
-          acc = std::fma(dy[r * s.width + i] * x[r * s.width + i], rstd[static_cast<std::size_t>(r)], acc);
-        dw[static_cast<std::size_t>(i)] = acc;
+        float sum = 0.0f;
+        if (path == NormPath::kReference) {
+          sum = column_chain(i, 0, s.rows);  // one chain over all rows (committed evidence)
+        } else {
+          for (std::int64_t r0 = 0; r0 < s.rows; r0 += kDwRowBlock)
+            sum = sum + column_chain(i, r0, std::min(s.rows, r0 + kDwRowBlock));
+        }
+        dw[static_cast<std::size_t>(i)] = sum;
       }
     });
     if (path == NormPath::kReference)

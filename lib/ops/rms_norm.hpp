@@ -3,11 +3,25 @@
 // dx, dweight. The input checks are shared with the cuda_bf16 kernels (cuda/ops/rms_norm.cuh).
 #pragma once
 
+#include <cstdint>
+
 #include "ws1/op.hpp"
 
 namespace ws1::ops {
 
 enum class NormPath { kReference, kCandidate };
+
+// The candidate's dweight (cpu_bf16 and cuda_bf16 alike; docs/decisions.md D24): rows are cut
+// into fixed blocks of kDwRowBlock rows from row 0 (the last one may be shorter). Per column,
+// each block's partial is acc = fma(float(dy*x), rstd, acc) over its rows left to right from
+// +0; the partials are then added in block order, s = 0, s = s + p_0, s = s + p_1, ... in FP32,
+// and s is rounded to bf16 once. The block size depends on nothing but this constant, so the
+// result is a function of the rows alone. 256: at qk_norm's 262144 rows (8192 tokens x 32
+// heads, 128 columns) that is 1024 blocks, so the GPU sums 128 x 1024 chains of 256 instead of
+// 128 chains of 262144 (rms_norm at 8192 tokens: 4096 x 32); the partials take 1/128 of the
+// bytes of x, and the merge is 1024 adds per column. The FP32 reference keeps its one chain
+// per column over all rows in index order.
+inline constexpr std::int64_t kDwRowBlock = 256;
 
 Result<Tensors> rms_norm_forward(std::string_view op, const Tensors& in, const OpContext& ctx,
                                  NormPath path);

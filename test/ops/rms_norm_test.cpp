@@ -1,8 +1,11 @@
 // rms_norm: the FP32 reference against PyTorch float64, the cpu_bf16 candidate in both
 // rounding orders, and planted defects that the accuracy judge must catch.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
-#include "op_test_support.hpp"
+#include "elementwise_test_util.hpp"
+#include "rms_norm.hpp"
 #include "ws1/numeric.hpp"
 
 using namespace ws1;
@@ -19,7 +22,114 @@ const Op& op() {
 const std::map<std::string, std::string> kRename = {
     {"in.x", "x"}, {"in.w", "weight"}, {"dy.y", "dy.y"}};
 
+// dweight restated from its definitions (rms_norm.hpp, docs/decisions.md D24), written
+// independently of lib/ops: x, dy [rows, width] bf16. Returns the FP32 sums per column: the
+// reference's one chain over all rows in index order, or the candidate's blocks of
+// kDwRowBlock rows (each a chain from +0) whose partials are added in block order from +0.
+std::vector<float> restated_dweight(const Tensor& xt, const Tensor& dyt, float eps, bool blocked) {
+  const std::vector<float> x = floats(xt), dy = floats(dyt);
+  const std::int64_t width = xt.shape().back();
+  const std::int64_t rows = width == 0 ? 0 : xt.numel() / width;
+  // rstd = 1 / sqrt(sum of squares in 32-wide chunks / W + eps) per row.
+  std::vector<float> rstd(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float total = 0.0f;
+    for (std::int64_t c0 = 0; c0 < width; c0 += 32) {
+      float part = 0.0f;
+      for (std::int64_t i = c0; i < std::min(width, c0 + 32); ++i)
+        part = std::fma(x[r * width + i], x[r * width + i], part);
+      total = total + part;
+    }
+    rstd[static_cast<std::size_t>(r)] = 1.0f / std::sqrt(total / static_cast<float>(width) + eps);
+  }
+  std::vector<float> dw(static_cast<std::size_t>(width));
+  for (std::int64_t i = 0; i < width; ++i) {
+    const auto term = [&](std::int64_t r, float acc) {
+      const float prod = dy[r * width + i] * x[r * width + i];  // rounded to float first
+      return std::fma(prod, rstd[static_cast<std::size_t>(r)], acc);
+    };
+    float s = 0.0f;
+    if (!blocked) {
+      for (std::int64_t r = 0; r < rows; ++r) s = term(r, s);
+    } else {
+      const std::int64_t block = ws1::ops::kDwRowBlock;
+      for (std::int64_t b = 0; b * block < rows; ++b) {
+        float acc = 0.0f;
+        for (std::int64_t r = b * block; r < rows && r < (b + 1) * block; ++r) acc = term(r, acc);
+        s = s + acc;
+      }
+    }
+    dw[static_cast<std::size_t>(i)] = s;
+  }
+  return dw;
+}
+
+bool same_f32_bits(const Tensor& t, const std::vector<float>& want) {
+  if (t.dtype() != DType::kF32 || t.numel() != static_cast<std::int64_t>(want.size())) return false;
+  return std::memcmp(t.contiguous().raw(), want.data(), want.size() * sizeof(float)) == 0;
+}
+
+Tensor bf16_of(const Shape& shape, const std::vector<float>& v) {
+  Tensor t(DType::kBF16, shape);
+  for (std::size_t i = 0; i < v.size(); ++i) t.data<std::uint16_t>()[i] = to_bf16(v[i]).bits;
+  return t;
+}
+
 }  // namespace
+
+TEST_CASE("rms_norm dweight: the candidate's declared blocked order, the reference's row order", "[ops][rms_norm][norm_dweight]") {
+  OpContext ctx = default_context();
+  const float eps = static_cast<float>(ctx.rms_norm_eps);
+  const std::int64_t block = ws1::ops::kDwRowBlock;
+  struct Case {
+    std::int64_t rows, width;
+  };
+  // No rows; fewer rows than a block; exactly one block; a ragged last block; many blocks with
+  // a last block of one row; a width that is not a multiple of 8 or of 32.
+  for (const Case c : {Case{0, 16}, Case{5, 64}, Case{block, 64}, Case{3 * block + 17, 48},
+                       Case{9 * block + 1, 24}, Case{2 * block + 100, 37}}) {
+    INFO("rows " << c.rows << ", width " << c.width);
+    const Tensors in = {{"x", random_bf16({c.rows, c.width}, 71, 2.0f)},
+                        {"weight", random_bf16({c.width}, 72)},
+                        {"dy.y", random_bf16({c.rows, c.width}, 73)}};
+    for (unsigned threads : {1u, 2u}) {
+      ctx.threads = threads;
+      const Tensor cand = output(op().cpu_backward(in, ctx), "dweight");
+      REQUIRE(cand.dtype() == DType::kBF16);
+      CHECK(same_bits(cand, bf16_of({c.width}, restated_dweight(in[0].tensor, in[2].tensor, eps, true))));
+      // The FP32 reference is unchanged: one chain per column over all rows in index order.
+      const Tensor ref = output(op().reference_backward(in, ctx), "dweight");
+      CHECK(same_f32_bits(ref, restated_dweight(in[0].tensor, in[2].tensor, eps, false)));
+    }
+    if (c.rows == 0) {  // no rows: +0 in both
+      const Tensor cand = output(op().cpu_backward(in, ctx), "dweight");
+      for (std::int64_t i = 0; i < c.width; ++i) CHECK(cand.data<std::uint16_t>()[i] == 0);
+    }
+  }
+}
+
+TEST_CASE("rms_norm dweight: the two orders are told apart where an addend is absorbed", "[ops][rms_norm][norm_dweight]") {
+  // x = 1 (so every row's rstd is the same rs), dy = +2^26 in row 0, -2^26 in row kDwRowBlock,
+  // 1 elsewhere; 2 * kDwRowBlock rows. A chain holding +-2^26*rs (ulp 4) absorbs each +rs.
+  // Row order: 2^26*rs, the block's ones absorbed, 0 at row kDwRowBlock, then + (block-1)*rs
+  // = about 255. Blocked: partials 2^26*rs and -2^26*rs (each block's ones absorbed), sum +0.
+  const std::int64_t block = ws1::ops::kDwRowBlock, rows = 2 * block, width = 8;
+  Tensor x(DType::kBF16, {rows, width}), dy(DType::kBF16, {rows, width});
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < width; ++i) {
+      x.data<std::uint16_t>()[r * width + i] = to_bf16(1.0f).bits;
+      const float d = r == 0 ? std::ldexp(1.0f, 26) : r == block ? -std::ldexp(1.0f, 26) : 1.0f;
+      dy.data<std::uint16_t>()[r * width + i] = to_bf16(d).bits;
+    }
+  const Tensors in = {{"x", x}, {"weight", random_bf16({width}, 74)}, {"dy.y", dy}};
+  const OpContext ctx = default_context();
+  const Tensor cand = output(op().cpu_backward(in, ctx), "dweight");
+  const Tensor ref = output(op().reference_backward(in, ctx), "dweight");
+  for (std::int64_t i = 0; i < width; ++i) {
+    CHECK(cand.data<std::uint16_t>()[i] == 0);  // +0
+    CHECK(std::abs(ref.data<float>()[i] - static_cast<float>(block - 1)) < 0.01f);
+  }
+}
 
 TEST_CASE("rms_norm reference agrees with PyTorch float64 within the float32 rows", "[ops][rms_norm]") {
   auto f = oracle("rms_norm");

@@ -1,0 +1,132 @@
+// rms_norm / qk_norm backward on cuda_bf16 equals cpu_bf16 bit for bit at shapes that exercise
+// dweight's declared blocked order (lib/ops/rms_norm.hpp kDwRowBlock, docs/decisions.md D24):
+// no rows, fewer rows than a block, exactly one block, one row past it, many blocks with a
+// ragged last one; even widths (the partials kernel's 2-wide loads) and odd ones (1-wide),
+// widths that are not multiples of 8 or 32; qk_norm's 128-wide heads over up to 65536 rows.
+// dx is compared too. Run alone with: test_gpu "[norm_dweight]".
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+
+#include "gpu_test_support.hpp"
+#include "rms_norm.hpp"
+#include "ws1/numeric.hpp"
+
+using namespace ws1;
+
+namespace {
+
+// Values in [-scale, scale] on a 1/1000 grid, rounded to bf16, from a fixed seed (xorshift).
+Tensor pattern(const Shape& shape, std::uint32_t seed, float scale) {
+  Tensor t(DType::kBF16, shape);
+  auto* p = t.data<std::uint16_t>();
+  std::uint32_t x = seed * 2654435761u + 1;
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    p[i] = to_bf16(scale * (static_cast<float>(x % 2001u) - 1000.0f) / 1000.0f).bits;
+  }
+  return t;
+}
+
+// x and dy of `shape`, weight [last dimension].
+Tensors norm_inputs(const Shape& shape, std::uint32_t seed) {
+  return {{"x", pattern(shape, seed, 3.0f)},
+          {"weight", pattern({shape.back()}, seed + 1, 1.0f)},
+          {"dy.y", pattern(shape, seed + 2, 1.0f)}};
+}
+
+// The backward of `op` on both backends; every output (dx, dweight) equal in dtype, shape and bits.
+void check_backward_bits(const char* name, const Tensors& in, const OpContext& ctx) {
+  static auto cpu = make_cpu_bf16_backend();
+  const Op& op = *find_op_impl(name);
+  auto want = cpu->backward(op, in, ctx);
+  auto got = test::cuda_backend().backward(op, in, ctx);
+  REQUIRE(want.ok());
+  if (!got.ok()) FAIL(got.error().message());
+  REQUIRE(got->size() == want->size());
+  for (std::size_t i = 0; i < want->size(); ++i) {
+    const Tensor w = (*want)[i].tensor.contiguous(), g = (*got)[i].tensor.contiguous();
+    INFO((*want)[i].name);
+    REQUIRE((*got)[i].name == (*want)[i].name);
+    REQUIRE(g.dtype() == w.dtype());
+    REQUIRE(g.shape() == w.shape());
+    std::int64_t differ = 0, first = -1;
+    const std::byte* gb = g.raw();
+    const std::byte* wb = w.raw();
+    const std::size_t esize = w.numel() == 0 ? 1 : w.nbytes() / static_cast<std::size_t>(w.numel());
+    for (std::int64_t e = 0; e < w.numel(); ++e)
+      if (std::memcmp(gb + e * esize, wb + e * esize, esize) != 0) {
+        if (first < 0) first = e;
+        ++differ;
+      }
+    INFO(differ << " of " << w.numel() << " elements differ, the first at " << first);
+    CHECK(differ == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("rms_norm backward equals cpu_bf16 bit for bit across dweight's row blocks", "[gpu][bitwise][norm_dweight]") {
+  const OpContext ctx = test::cuda_run_context(test::workload(test::gpu_workload_name())).op_context;
+  const std::int64_t block = ops::kDwRowBlock;
+  struct Case {
+    std::int64_t rows, width;
+  };
+  std::uint32_t seed = 100;
+  for (const Case c : {Case{0, 64}, Case{0, 37}, Case{1, 4096}, Case{block - 1, 4096}, Case{block, 4096},
+                       Case{block + 1, 4096}, Case{16 * block + 4, 4096}, Case{3 * block + 17, 1000},
+                       Case{5 * block + 3, 4095}, Case{7 * block, 37}, Case{4 * block + 200, 1},
+                       Case{2 * block + 9, 2}, Case{33 * block + 5, 24}}) {
+    INFO("rows " << c.rows << ", width " << c.width);
+    check_backward_bits("rms_norm", norm_inputs({c.rows, c.width}, seed), ctx);
+    seed += 3;
+  }
+}
+
+TEST_CASE("qk_norm backward equals cpu_bf16 bit for bit across dweight's row blocks", "[gpu][bitwise][norm_dweight]") {
+  OpContext ctx = test::cuda_run_context(test::workload(test::gpu_workload_name())).op_context;
+  std::uint32_t seed = 200;
+  // [tokens, 32 heads, head_dim]: rows = 32 * tokens. 128 (Qwen3-8B): 32 rows (under a block),
+  // 256 (one block), 288 (ragged second), 1312 (ragged sixth), 9600, 65536 (256 whole blocks)
+  // and 65568 (one row block of 32 more); 36 and 27: head_dim not a multiple of 8, even and odd.
+  struct Case {
+    std::int64_t tokens, head_dim;
+  };
+  for (const Case c : {Case{1, 128}, Case{8, 128}, Case{9, 128}, Case{41, 128}, Case{300, 128}, Case{2048, 128},
+                       Case{2049, 128}, Case{41, 36}, Case{300, 27}}) {
+    INFO(c.tokens << " tokens, head_dim " << c.head_dim);
+    ctx.head_dim = c.head_dim;
+    check_backward_bits("qk_norm", norm_inputs({c.tokens, 32, c.head_dim}, seed), ctx);
+    seed += 3;
+  }
+}
+
+TEST_CASE("cuda_bf16 rms_norm dweight sums blocks of rows, then the blocks in order", "[gpu][norm_dweight]") {
+  // As test/ops/rms_norm_test.cpp's CPU case: x = 1, dy = +2^26 in row 0, -2^26 in row
+  // kDwRowBlock, 1 elsewhere, 2 * kDwRowBlock rows. Each block's partial absorbs its ones
+  // (+-2^26*rstd has ulp 4), so the blocked order gives +0 where one row-order chain would
+  // give about kDwRowBlock - 1.
+  const OpContext ctx = test::cuda_run_context(test::workload(test::gpu_workload_name())).op_context;
+  const std::int64_t block = ops::kDwRowBlock, rows = 2 * block;
+  for (std::int64_t width : {8, 7}) {
+    INFO("width " << width);
+    Tensor x(DType::kBF16, {rows, width}), dy(DType::kBF16, {rows, width});
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t i = 0; i < width; ++i) {
+        x.data<std::uint16_t>()[r * width + i] = to_bf16(1.0f).bits;
+        const float d = r == 0 ? std::ldexp(1.0f, 26) : r == block ? -std::ldexp(1.0f, 26) : 1.0f;
+        dy.data<std::uint16_t>()[r * width + i] = to_bf16(d).bits;
+      }
+    const Tensors in = {{"x", x}, {"weight", pattern({width}, 7, 1.0f)}, {"dy.y", dy}};
+    auto got = test::cuda_backend().backward(*find_op_impl("rms_norm"), in, ctx);
+    if (!got.ok()) FAIL(got.error().message());
+    const Tensor* dw = find_tensor(*got, "dweight");
+    REQUIRE(dw != nullptr);
+    REQUIRE(dw->dtype() == DType::kBF16);
+    const Tensor c = dw->contiguous();
+    for (std::int64_t i = 0; i < width; ++i) CHECK(c.data<std::uint16_t>()[i] == 0);
+    check_backward_bits("rms_norm", in, ctx);
+  }
+}
