@@ -4,13 +4,20 @@
 // such a row gives logp +0 and an all +0 gradient row); logprob.cuh has the row order.
 //
 // Kernels, in launch order:
-//   logp_chunk_kernel    one (row, 1024-wide chunk) task per thread, 32 tasks per 32-thread
-//                        block: the block first copies its tasks' chunks into shared memory
-//                        (coalesced, 16-byte cp.async when V % 8 == 0, since the tasks of a block
-//                        are consecutive in memory), then each thread runs its chunk's max and
-//                        its in-order sum of expf(x - max) sequentially — the declared chunk
-//                        state, bit for bit the CPU's sequence — and writes it to [rows,
-//                        nchunks]; the thread whose chunk holds the target writes its logit.
+//   logp_chunk_kernel    (row, 1024-wide chunk) tasks, 32 consecutive tasks per warp, lane s
+//                        owning task s. The declared chunk state needs the chunk's max before
+//                        its sum, so the warp reads its chunks twice (twice the bytes; the
+//                        single-read kernel it replaced staged whole chunks in shared memory,
+//                        2 KiB per task, which held an SM to 3 warps and left it latency-bound):
+//                          max  the whole warp reads each of its chunks with coalesced 16-byte
+//                               loads, each lane a strided subset, and a butterfly combines the
+//                               lanes (the sequential max's value; see warp_chunk_max for a
+//                               zero's sign);
+//                          sum  the warp streams its 32 chunks through shared memory 64
+//                               elements at a time (cp.async, two stages), and each lane adds
+//                               its chunk's expf(x - max) in index order — the declared chunk
+//                               state, bit for bit the CPU's sequence.
+//                        The lane whose chunk holds the target writes its logit.
 //   logprob_row_kernel   one thread per row folds the chunk states left to right (lse_merge),
 //                        lse = M + logf(S), logp = target logit - lse.
 //   logp_dlogits_kernel  (backward) grid rows x vocabulary blocks, 8 elements per thread:
@@ -32,10 +39,15 @@ namespace {
 
 static_assert(kChunk == ws1::ops::kLseChunk, "the declared chunk width");
 
-constexpr int kTeam = 32;                // chunk tasks (and threads) per block of logp_chunk_kernel
-constexpr int kSlot = kChunk + 8;        // bf16 per staged chunk: thread s reads 16 bytes at bank
-                                         // group 4s mod 32, 8 distinct groups per 8 threads
-constexpr std::size_t kChunkSmem = std::size_t{kTeam} * kSlot * sizeof(unsigned short);
+constexpr int kChunkWarps = 4;     // warps per block of logp_chunk_kernel, each on its own 32 tasks
+constexpr int kPiece = 64;         // elements of a chunk staged per step: one 128-byte line
+constexpr int kPiecePitch = kPiece + 8;  // bf16 per staged piece: lane s's 16-byte reads start at
+                                         // bank group 4s mod 32, 8 distinct groups per 8 lanes
+constexpr int kPieceStages = 2;
+constexpr int kStageElems = 32 * kPiecePitch;
+constexpr std::size_t kChunkSmem =
+    std::size_t{kChunkWarps} * kPieceStages * kStageElems * sizeof(unsigned short);
+static_assert(kChunk % kPiece == 0 && kPiece % 8 == 0, "whole 16-byte copies per piece");
 constexpr int kRowThreads = 128;
 constexpr int kGradThreads = 256;
 constexpr unsigned kMaxGridY = 65535;
@@ -57,63 +69,122 @@ __device__ __forceinline__ void load_f32(const unsigned short* p, float (&v)[kVe
   }
 }
 
-// The declared chunk state of x[0 .. n) (lse_chunk in lib/ops/logsumexp.cpp); n % kVec == 0.
+// One task of logp_chunk_kernel: chunk c0 / kChunk of row r, n elements at x (n = 0: nothing to
+// do — past the last task, or a row the op ignores).
+struct ChunkTask {
+  const unsigned short* x = nullptr;
+  std::int64_t r = 0, c0 = 0;
+  int n = 0;
+};
+
+__device__ ChunkTask chunk_task(const unsigned short* logits, std::int64_t task, std::int64_t tasks,
+                                std::int64_t vocab, std::int64_t nchunks, const RowTargets& targets) {
+  ChunkTask t;
+  if (task >= tasks) return t;
+  t.r = task / nchunks;
+  t.c0 = task % nchunks * kChunk;
+  if (targets.ignored(t.r)) return t;
+  t.n = static_cast<int>(vocab - t.c0 < kChunk ? vocab - t.c0 : kChunk);
+  t.x = logits + t.r * vocab + t.c0;
+  return t;
+}
+
+// The max of x[0 .. n) as the sequential x > m ? x : m from -inf (NaN skipped), computed by the
+// whole warp; every lane gets it. Lane l reads the kVec-wide groups l, l + 32, ... (16-byte
+// loads when kVec == 8, n % 8 == 0: coalesced). Values that compare equal have equal bits except
+// +0 and -0, so only a zero max may differ from the sequential one ("the first of equal maxima"),
+// and only in its sign — which changes no output: x - (±0) is the same for every x but ±0, where
+// expf gives 1 either way; lse_merge compares and subtracts maxima the same way; and
+// lse = M + logf(S) is the same for M = ±0 (logf(S) is never -0).
 template <int kVec>
-__device__ Lse chunk_state(const unsigned short* x, int n) {
+__device__ float warp_chunk_max(const unsigned short* x, int n, int lane) {
   float m = -INFINITY;
-  for (int i = 0; i < n; i += kVec) {
+  for (int i = lane * kVec; i < n; i += 32 * kVec) {
     float v[kVec];
     load_f32<kVec>(x + i, v);
 #pragma unroll
     for (int j = 0; j < kVec; ++j) m = v[j] > m ? v[j] : m;
   }
-  if (m == -INFINITY) return {m, 0.0f};  // empty or all -inf
-  float s = 0.0f;
-  for (int i = 0; i < n; i += kVec) {
-    float v[kVec];
-    load_f32<kVec>(x + i, v);
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) s = __fadd_rn(s, expf(__fsub_rn(v[j], m)));
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float o = __shfl_xor_sync(0xffffffffu, m, offset);
+    m = o > m ? o : m;
   }
-  return {m, s};
+  return m;
 }
 
-// kVec == 8 needs vocab % 8 == 0: every chunk then starts 16-byte aligned and its length is a
-// multiple of 8.
+// Chunk states of tasks [32 w, 32 w + 32) for warp w of the grid, into states[task]; the
+// target logit of a row from the lane whose chunk holds it. kVec == 8 needs vocab % 8 == 0:
+// every chunk then starts 16-byte aligned and its length is a multiple of 8.
 template <int kVec>
-__global__ void __launch_bounds__(kTeam)
+__global__ void __launch_bounds__(kChunkWarps * 32)
     logp_chunk_kernel(const unsigned short* logits, std::int64_t rows, std::int64_t vocab, std::int64_t nchunks,
                       RowTargets targets, Lse* states, float* target_logit) {
-  extern __shared__ __align__(16) unsigned short slots[];
-  const int lane = static_cast<int>(threadIdx.x);
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kTeam;
+  extern __shared__ __align__(16) unsigned short staged[];
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const std::int64_t first = (static_cast<std::int64_t>(blockIdx.x) * kChunkWarps + warp) * 32;
   const std::int64_t tasks = rows * nchunks;
-  // Stage: the whole block copies its chunks one after the other.
-  for (int s = 0; s < kTeam && first + s < tasks; ++s) {
-    const std::int64_t r = (first + s) / nchunks, c0 = (first + s) % nchunks * kChunk;
-    if (targets.ignored(r)) continue;
-    const int n = static_cast<int>(vocab - c0 < kChunk ? vocab - c0 : kChunk);
-    const unsigned short* src = logits + r * vocab + c0;
-    unsigned short* dst = slots + s * kSlot;
-    if constexpr (kVec == 8) {
-      for (int i = lane * 8; i < n; i += kTeam * 8) cp_async16(dst + i, src + i);
-    } else {
-      for (int i = lane; i < n; i += kTeam) dst[i] = src[i];
-    }
+  if (first >= tasks) return;  // whole warps
+  const ChunkTask mine = chunk_task(logits, first + lane, tasks, vocab, nchunks, targets);
+
+  // Max: the warp on each task in turn.
+  float my_max = -INFINITY;
+  for (int s = 0; s < 32; ++s) {
+    const int n = __shfl_sync(0xffffffffu, mine.n, s);
+    if (n == 0) continue;  // warp-uniform
+    const auto* x = reinterpret_cast<const unsigned short*>(
+        __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(mine.x), s));
+    const float m = warp_chunk_max<kVec>(x, n, lane);
+    if (lane == s) my_max = m;
   }
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-  // Reduce: thread s owns chunk s.
-  const std::int64_t task = first + lane;
-  if (task >= tasks) return;
-  const std::int64_t r = task / nchunks, c0 = task % nchunks * kChunk;
-  if (targets.ignored(r)) return;
-  const int n = static_cast<int>(vocab - c0 < kChunk ? vocab - c0 : kChunk);
-  const unsigned short* x = slots + lane * kSlot;
-  states[task] = chunk_state<kVec>(x, n);
-  const std::int64_t y = targets.ids[r];
-  if (y >= c0 && y < c0 + n) target_logit[r] = bf16_bits_to_f32(x[y - c0]);
+
+  // Sum: piece p of every task is staged (row s of the stage), then lane s adds its own.
+  unsigned short* stage = staged + warp * kPieceStages * kStageElems;
+  const int pieces = (__reduce_max_sync(0xffffffffu, static_cast<unsigned>(mine.n)) + kPiece - 1) / kPiece;
+  const auto load_piece = [&](int p) {
+    unsigned short* buf = stage + (p % kPieceStages) * kStageElems;
+    constexpr int kPerTask = kPiece / 8;  // 16-byte segments of a piece
+#pragma unroll
+    for (int k = 0; k < 32 * kPerTask / 32; ++k) {
+      const int idx = k * 32 + lane, s = idx / kPerTask, e = p * kPiece + idx % kPerTask * 8;
+      const int n = __shfl_sync(0xffffffffu, mine.n, s);
+      const auto* x = reinterpret_cast<const unsigned short*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(mine.x), s));
+      unsigned short* dst = buf + s * kPiecePitch + idx % kPerTask * 8;
+      if constexpr (kVec == 8) {
+        if (e < n) cp_async16(dst, x + e);
+      } else {
+        for (int j = 0; j < 8; ++j)
+          if (e + j < n) dst[j] = x[e + j];
+      }
+    }
+    cp_async_commit();
+  };
+  float sum = 0.0f;
+  if (pieces > 0) load_piece(0);
+  for (int p = 0; p < pieces; ++p) {
+    if (p + 1 < pieces) {
+      load_piece(p + 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncwarp();  // every lane's copies of piece p have landed
+    const int e0 = p * kPiece, e1 = mine.n - e0 < kPiece ? mine.n : e0 + kPiece;
+    const unsigned short* row = stage + (p % kPieceStages) * kStageElems + lane * kPiecePitch - e0;
+    for (int e = e0; e < e1; e += 8) {
+      float v[8];
+      load_f32<8>(row + e, v);  // 16-byte aligned: pitch and e0 are multiples of 8
+      const int m = e1 - e < 8 ? e1 - e : 8;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        if (j < m) sum = __fadd_rn(sum, expf(__fsub_rn(v[j], my_max)));
+    }
+    __syncwarp();  // piece p is consumed before its buffer takes piece p + 2
+  }
+  if (mine.n == 0) return;
+  states[first + lane] = my_max == -INFINITY ? Lse{my_max, 0.0f} : Lse{my_max, sum};  // empty or all -inf
+  const std::int64_t y = targets.ids[mine.r];
+  if (y >= mine.c0 && y < mine.c0 + mine.n) target_logit[mine.r] = bf16_bits_to_f32(mine.x[y - mine.c0]);
 }
 
 __global__ void __launch_bounds__(kRowThreads)
@@ -171,14 +242,15 @@ const unsigned short* bits(const DeviceArray<bf16>& a) { return reinterpret_cast
 // Chunk states and target logits of every row (rows > 0).
 void chunk_states(const DeviceArray<bf16>& logits, std::int64_t rows, std::int64_t vocab, std::int64_t nchunks,
                   RowTargets targets, DeviceArray<Lse>& states, DeviceArray<float>& target_logit) {
-  const std::int64_t blocks = (rows * nchunks + kTeam - 1) / kTeam;  // < 2^31: forward_pass
+  const std::int64_t per_block = std::int64_t{kChunkWarps} * 32;
+  const std::int64_t blocks = (rows * nchunks + per_block - 1) / per_block;  // < 2^31: forward_pass
   if (vocab % 8 == 0) {
     allow_smem(logp_chunk_kernel<8>, kChunkSmem);
-    logp_chunk_kernel<8><<<static_cast<unsigned>(blocks), kTeam, kChunkSmem>>>(
+    logp_chunk_kernel<8><<<static_cast<unsigned>(blocks), kChunkWarps * 32, kChunkSmem>>>(
         bits(logits), rows, vocab, nchunks, targets, states.get(), target_logit.get());
   } else {
     allow_smem(logp_chunk_kernel<1>, kChunkSmem);
-    logp_chunk_kernel<1><<<static_cast<unsigned>(blocks), kTeam, kChunkSmem>>>(
+    logp_chunk_kernel<1><<<static_cast<unsigned>(blocks), kChunkWarps * 32, kChunkSmem>>>(
         bits(logits), rows, vocab, nchunks, targets, states.get(), target_logit.get());
   }
   check_launch("logp_chunk_kernel");
@@ -195,7 +267,7 @@ struct RowPass {
 RowPass forward_pass(std::string_view op, const ws1::ops::LogitRows& s, const ws1::OpContext& ctx,
                      bool honour_ignore_index) {
   const std::int64_t nchunks = (s.vocab + kChunk - 1) / kChunk;
-  ws1::ops::require(s.rows < kMaxGridX && s.rows * nchunks / kTeam < kMaxGridX, op, "logits",
+  ws1::ops::require(s.rows < kMaxGridX && s.rows * nchunks / (kChunkWarps * 32) < kMaxGridX, op, "logits",
                     "too many rows for one cuda_bf16 launch");
   RowPass p;
   p.logits = upload_bf16(*s.logits);
