@@ -3,8 +3,10 @@ y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps) over the last dimension, 
 backward (dx, dweight). qk_norm (qk_norm.py) runs the same kernels on rows of head_dim.
 
 Arithmetic and order are the cpu_bf16 candidate's (and cuda_bf16's, cuda/ops/rms_norm.cuh),
-operation by operation, so the bits match; the audit's rounding-order probe compares y bit
-for bit with cpu_bf16:
+operation by operation, so the bits match — except dweight's order: since docs/decisions.md
+D24 cpu_bf16 and cuda_bf16 sum it in blocks of 256 rows, this kernel still in one row-order
+chain (equal bits up to 256 rows; a deterministic order either way). The audit's rounding-order
+probe compares y bit for bit with cpu_bf16:
   - statistic: the sum of x*x in fixed 32-wide chunks; within a chunk fused multiply-adds
     left to right from +0 (tl.fma), then the chunk sums added left to right from +0. The
     backward's sum(g*x), g = dy*w rounded to FP32, uses the same chunks.
