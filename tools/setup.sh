@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build pkg-config g++ git libcli11-dev libsimdjson-dev nlohmann-json3-dev
           libspdlog-dev libfmt-dev libxxhash-dev catch2 libssl-dev python3-numpy
+          python3-jsonschema  # the contract and committed-evidence schema tests (else skipped)
           chromium chromium-driver)  # chromium: the gate's HTML report is checked headless
 missing=()
 for p in "${packages[@]}"; do

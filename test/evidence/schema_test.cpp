@@ -1,9 +1,11 @@
-// contracts/evidence.schema.json against what the writer emits. Python's jsonschema is not
-// installed here, so a small walker checks the subset of draft 2020-12 the schema uses:
-// $ref (local), type, const, enum, oneOf, required, properties, additionalProperties: false,
-// items, minimum, minLength, pattern. It is shown to fail on planted defects.
+// contracts/evidence.schema.json against what the writer emits. Python's jsonschema need not be
+// installed, so a small walker checks the subset of draft 2020-12 the schema uses:
+// $ref (local), type, const, enum, oneOf, allOf, if/then/else, required, properties,
+// additionalProperties: false, items, minimum, minLength, pattern. It is shown to fail on planted
+// defects. (test/evidence/validate_committed.py checks the kept artifacts with jsonschema.)
 #include <regex>
 #include <set>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -68,6 +70,15 @@ class SchemaWalker {
         for (element option : sub.get_array())
           ok = ok || (v.is_string() && std::string_view(v) == std::string_view(option));
         if (!ok) errors.push_back(path + ": not in the enum");
+      } else if (key == "allOf") {
+        for (element branch : sub.get_array()) walk(branch, v, path, errors);
+      } else if (key == "if") {
+        // The version conditionals (D23): `then` applies where `if` holds, `else` elsewhere.
+        std::vector<std::string> if_errors;
+        walk(sub, v, path, if_errors);
+        element branch;
+        if (s[if_errors.empty() ? "then" : "else"].get(branch) == simdjson::SUCCESS)
+          walk(branch, v, path, errors);
       } else if (key == "oneOf") {
         int matches = 0;
         for (element branch : sub.get_array()) {
@@ -119,6 +130,12 @@ std::string join(const std::vector<std::string>& v) {
   return out;
 }
 
+// Keys that a later format version added: required by the top-level allOf for that version on,
+// not by their object's own `required` (older artifacts lack them). The planted defects below
+// show the conditional requires them of what this build writes.
+const std::set<std::pair<std::string, std::string>> kVersionedKeys = {
+    {"#/$defs/cell", "reference"}, {"#/$defs/accuracy_tensor", "statistics_engine"}};
+
 // Every object schema with properties requires all of them: the writer always emits every
 // key (absent values are explicit nulls), so optional keys would hide a writer bug.
 void check_required_equals_properties(element s, const std::string& path) {
@@ -133,12 +150,18 @@ void check_required_equals_properties(element s, const std::string& path) {
     for (auto f : props.get_object()) declared.emplace(f.key);
     REQUIRE(s["required"].get(required) == simdjson::SUCCESS);
     for (element r : required.get_array()) req.emplace(std::string_view(r));
+    for (const auto& [at, key] : kVersionedKeys)
+      if (at == path) req.emplace(key);
     INFO(path);
     CHECK(declared == req);
     element ap;
     CHECK(s["additionalProperties"].get(ap) == simdjson::SUCCESS);
   }
-  for (auto [key, sub] : s.get_object()) check_required_equals_properties(sub, path + "/" + std::string(key));
+  for (auto [key, sub] : s.get_object()) {
+    // The version conditionals are partial schemas over the shapes checked here.
+    if (key == "allOf" && path == "#") continue;
+    check_required_equals_properties(sub, path + "/" + std::string(key));
+  }
 }
 
 
@@ -150,8 +173,13 @@ TEST_CASE("schema: parses, is draft 2020-12, and requires every declared key", "
   const auto path = ws1::test::source_root() / "contracts" / "evidence.schema.json";
   REQUIRE(parser.load(path.string()).get(schema) == simdjson::SUCCESS);
   CHECK(std::string_view(schema["$schema"]) == "https://json-schema.org/draft/2020-12/schema");
-  CHECK(std::string_view(schema["properties"]["schema_version"]["const"]) ==
-        ws1::kEvidenceSchemaVersion);
+  // Every version stays valid (old artifacts); the newest is the one this build writes.
+  std::vector<std::string_view> versions;
+  for (element v : schema["properties"]["schema_version"]["enum"].get_array())
+    versions.push_back(std::string_view(v));
+  CHECK(versions == std::vector<std::string_view>{"ws1check-evidence-v1", "ws1check-evidence-v2",
+                                                   "ws1check-evidence-v3"});
+  CHECK(versions.back() == ws1::kEvidenceSchemaVersion);
   check_required_equals_properties(schema, "#");
 }
 
@@ -215,6 +243,17 @@ TEST_CASE("schema: the walker catches planted defects", "[evidence]") {
       {"bad commit", [](nlohmann::ordered_json& j) { j["checkout"]["commit"] = "HEAD"; }, "$.checkout: matches 0 oneOf"},
       {"bad bits", [](nlohmann::ordered_json& j) { j["cells"][1]["tensors"][0]["first_mismatches"][0]["lhs_bits"] = "0000"; },
        "$.cells[1].tensors[0]: matches 0 oneOf"},
+      // The version conditionals (D23): what v2 and v3 added is required of a v3 document.
+      {"v3 without statistics_engine", [](nlohmann::ordered_json& j) { j["cells"][0]["tensors"][0].erase("statistics_engine"); },
+       "$.cells[0].tensors[0]: missing required statistics_engine"},
+      {"v3 without a cell reference", [](nlohmann::ordered_json& j) { j["cells"][1].erase("reference"); },
+       "$.cells[1]: missing required reference"},
+      {"v2 without a cell reference", [](nlohmann::ordered_json& j) {
+         j["schema_version"] = "ws1check-evidence-v2";
+         j["cells"][1].erase("reference");
+       }, "$.cells[1]: missing required reference"},
+      {"unknown version", [](nlohmann::ordered_json& j) { j["schema_version"] = "ws1check-evidence-v4"; },
+       "$.schema_version: not in the enum"},
   };
   simdjson::dom::parser dp;
   {
@@ -231,5 +270,20 @@ TEST_CASE("schema: the walker catches planted defects", "[evidence]") {
     const auto errors = walker.check(doc);
     INFO(p.what << "\n" << join(errors));
     CHECK(join(errors).find(p.expect) != std::string::npos);
+  }
+  // An older artifact without the later fields is valid for the version it claims.
+  for (const char* version : {"ws1check-evidence-v1", "ws1check-evidence-v2"}) {
+    nlohmann::ordered_json old = good;
+    old["schema_version"] = version;
+    for (auto& cell : old["cells"]) {
+      if (std::string_view(version) == "ws1check-evidence-v1") cell.erase("reference");
+      for (auto& t : cell["tensors"]) t.erase("statistics_engine");
+    }
+    element doc;
+    const std::string s = old.dump();
+    REQUIRE(dp.parse(s).get(doc) == simdjson::SUCCESS);
+    const auto errors = walker.check(doc);
+    INFO(version << "\n" << join(errors));
+    CHECK(errors.empty());
   }
 }

@@ -19,7 +19,11 @@
 
 namespace ws1 {
 
-inline constexpr std::string_view kEvidenceSchemaVersion = "ws1check-evidence-v1";
+// The format this build writes. contracts/evidence.schema.json accepts every version so that an
+// old artifact validates against the version it claims: v1 the original, v2 adds
+// cells[].reference, v3 adds statistics_engine on accuracy tensors (docs/decisions.md D23).
+// validate() accepts only this one: it checks what this build writes, not old files.
+inline constexpr std::string_view kEvidenceSchemaVersion = "ws1check-evidence-v3";
 
 using Dims = std::vector<std::int64_t>;  // a shape or a multi-index (same type as ws1::Shape)
 
