@@ -4,27 +4,11 @@
 // (K = 12288, the down projection) and ragged ones.
 #include <cstring>
 
+#include "bf16_patterns.hpp"
 #include "gpu_test_support.hpp"
 #include "ws1/numeric.hpp"
 
 using namespace ws1;
-
-namespace {
-
-Tensor pattern(const Shape& shape, std::uint32_t seed, float scale) {
-  Tensor t(DType::kBF16, shape);
-  auto* p = t.data<std::uint16_t>();
-  std::uint32_t x = seed * 2654435761u + 1;
-  for (std::int64_t i = 0; i < t.numel(); ++i) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    p[i] = to_bf16(scale * (static_cast<float>(x % 2001u) - 1000.0f) / 1000.0f).bits;
-  }
-  return t;
-}
-
-}  // namespace
 
 TEST_CASE("det_gemm forward with 1 to 5 rows equals cpu_bf16 bit for bit", "[gpu][det_gemm][bitwise]") {
   const RunContext ctx = test::cuda_run_context(test::workload(test::gpu_workload_name()));
@@ -33,8 +17,8 @@ TEST_CASE("det_gemm forward with 1 to 5 rows equals cpu_bf16 bit for bit", "[gpu
   for (std::int64_t K : {33, 100, 4096, 12288}) {
     for (std::int64_t M : {1, 2, 3, 4, 5}) {
       const std::int64_t N = 200;  // not a multiple of 32: the last block has idle lanes
-      const Tensors in{{"a", pattern({M, K}, static_cast<std::uint32_t>(K + M), 1.0f)},
-                       {"b", pattern({K, N}, static_cast<std::uint32_t>(K), 1.0f / 64)}};
+      const Tensors in{{"a", ws1_test::grid_bf16({M, K}, static_cast<std::uint32_t>(K + M), 1.0f)},
+                       {"b", ws1_test::grid_bf16({K, N}, static_cast<std::uint32_t>(K), 1.0f / 64)}};
       auto want = cpu->forward(op, in, ctx.op_context);
       auto got = test::cuda_backend().forward(op, in, ctx.op_context);
       REQUIRE(want.ok());

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "bf16_patterns.hpp"
 #include "gpu_test_support.hpp"
 #include "ws1/judge.hpp"
 #include "ws1/numeric.hpp"
@@ -27,13 +28,8 @@ namespace {
 Tensor normal_bf16(const Shape& shape, std::uint32_t seed, double scale) {
   Tensor t(DType::kBF16, shape);
   auto* p = t.data<std::uint16_t>();
-  std::uint32_t x = seed * 2654435761u + 1;
-  auto uniform = [&] {  // in (0, 1)
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return (static_cast<double>(x >> 8) + 0.5) / 16777216.0;
-  };
+  ws1_test::Xorshift32 g(seed);
+  auto uniform = [&] { return (static_cast<double>(g.next() >> 8) + 0.5) / 16777216.0; };  // in (0, 1)
   for (std::int64_t i = 0; i < t.numel(); ++i) {
     const double z = std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform());
     p[i] = to_bf16(static_cast<float>(scale * z)).bits;

@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <cstring>
 
+#include "bf16_patterns.hpp"
 #include "gpu_test_support.hpp"
+#include "norm_dweight_restated.hpp"
 #include "rms_norm.hpp"
 #include "ws1/numeric.hpp"
 
@@ -16,25 +18,11 @@ using namespace ws1;
 
 namespace {
 
-// Values in [-scale, scale] on a 1/1000 grid, rounded to bf16, from a fixed seed (xorshift).
-Tensor pattern(const Shape& shape, std::uint32_t seed, float scale) {
-  Tensor t(DType::kBF16, shape);
-  auto* p = t.data<std::uint16_t>();
-  std::uint32_t x = seed * 2654435761u + 1;
-  for (std::int64_t i = 0; i < t.numel(); ++i) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    p[i] = to_bf16(scale * (static_cast<float>(x % 2001u) - 1000.0f) / 1000.0f).bits;
-  }
-  return t;
-}
-
 // x and dy of `shape`, weight [last dimension].
 Tensors norm_inputs(const Shape& shape, std::uint32_t seed) {
-  return {{"x", pattern(shape, seed, 3.0f)},
-          {"weight", pattern({shape.back()}, seed + 1, 1.0f)},
-          {"dy.y", pattern(shape, seed + 2, 1.0f)}};
+  return {{"x", ws1_test::grid_bf16(shape, seed, 3.0f)},
+          {"weight", ws1_test::grid_bf16({shape.back()}, seed + 1, 1.0f)},
+          {"dy.y", ws1_test::grid_bf16(shape, seed + 2, 1.0f)}};
 }
 
 // The backward of `op` on both backends; every output (dx, dweight) equal in dtype, shape and bits.
@@ -104,22 +92,12 @@ TEST_CASE("qk_norm backward equals cpu_bf16 bit for bit across dweight's row blo
 }
 
 TEST_CASE("cuda_bf16 rms_norm dweight sums blocks of rows, then the blocks in order", "[gpu][norm_dweight]") {
-  // As test/ops/rms_norm_test.cpp's CPU case: x = 1, dy = +2^26 in row 0, -2^26 in row
-  // kDwRowBlock, 1 elsewhere, 2 * kDwRowBlock rows. Each block's partial absorbs its ones
-  // (+-2^26*rstd has ulp 4), so the blocked order gives +0 where one row-order chain would
-  // give about kDwRowBlock - 1.
+  // As test/ops/rms_norm_test.cpp's CPU case (ws1_test::absorbing_dweight_inputs): the blocked
+  // order gives +0 where one row-order chain would give about kDwRowBlock - 1.
   const OpContext ctx = test::cuda_run_context(test::workload(test::gpu_workload_name())).op_context;
-  const std::int64_t block = ops::kDwRowBlock, rows = 2 * block;
   for (std::int64_t width : {8, 7}) {
     INFO("width " << width);
-    Tensor x(DType::kBF16, {rows, width}), dy(DType::kBF16, {rows, width});
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t i = 0; i < width; ++i) {
-        x.data<std::uint16_t>()[r * width + i] = to_bf16(1.0f).bits;
-        const float d = r == 0 ? std::ldexp(1.0f, 26) : r == block ? -std::ldexp(1.0f, 26) : 1.0f;
-        dy.data<std::uint16_t>()[r * width + i] = to_bf16(d).bits;
-      }
-    const Tensors in = {{"x", x}, {"weight", pattern({width}, 7, 1.0f)}, {"dy.y", dy}};
+    const Tensors in = ws1_test::absorbing_dweight_inputs(width, ws1_test::grid_bf16({width}, 7, 1.0f));
     auto got = test::cuda_backend().backward(*find_op_impl("rms_norm"), in, ctx);
     if (!got.ok()) FAIL(got.error().message());
     const Tensor* dw = find_tensor(*got, "dweight");

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "elementwise_test_util.hpp"
+#include "norm_dweight_restated.hpp"
 #include "rms_norm.hpp"
 
 using namespace ws1;
@@ -28,39 +29,6 @@ Tensors local_inputs(std::int64_t t) {
           {"dy.y", random_bf16({t, 32, 128}, 63)}};
 }
 
-// dweight restated from its definitions for x, dy [T, H, D] (rows = T*H heads; rms_norm.hpp,
-// docs/decisions.md D24; the same restatement as rms_norm_test.cpp's): FP32 sums per column,
-// the reference's one chain over all rows in index order or the candidate's blocks of
-// kDwRowBlock rows added in block order.
-std::vector<float> restated_dweight(const Tensor& xt, const Tensor& dyt, float eps, bool blocked) {
-  const std::vector<float> x = floats(xt), dy = floats(dyt);
-  const std::int64_t width = xt.shape().back(), rows = xt.numel() / width;
-  std::vector<float> rstd(static_cast<std::size_t>(rows));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float total = 0.0f;
-    for (std::int64_t c0 = 0; c0 < width; c0 += 32) {
-      float part = 0.0f;
-      for (std::int64_t i = c0; i < std::min(width, c0 + 32); ++i)
-        part = std::fma(x[r * width + i], x[r * width + i], part);
-      total = total + part;
-    }
-    rstd[static_cast<std::size_t>(r)] = 1.0f / std::sqrt(total / static_cast<float>(width) + eps);
-  }
-  const std::int64_t block = blocked ? ws1::ops::kDwRowBlock : rows;  // row order: one block
-  std::vector<float> dw(static_cast<std::size_t>(width));
-  for (std::int64_t i = 0; i < width; ++i) {
-    float s = 0.0f;
-    for (std::int64_t r0 = 0; r0 < rows; r0 += block) {
-      float acc = 0.0f;
-      for (std::int64_t r = r0; r < std::min(rows, r0 + block); ++r)
-        acc = std::fma(dy[r * width + i] * x[r * width + i], rstd[static_cast<std::size_t>(r)], acc);
-      s = blocked ? s + acc : acc;  // the reference's chain is the sum itself
-    }
-    dw[static_cast<std::size_t>(i)] = s;
-  }
-  return dw;
-}
-
 }  // namespace
 
 TEST_CASE("qk_norm dweight: the candidate's declared blocked order, the reference's row order", "[ops][qk_norm][norm_dweight]") {
@@ -73,14 +41,14 @@ TEST_CASE("qk_norm dweight: the candidate's declared blocked order, the referenc
     const Tensors in = local_inputs(t);
     const Tensor cand = output(op().cpu_backward(in, ctx), "dweight");
     REQUIRE(cand.dtype() == DType::kBF16);
-    const std::vector<float> blocked = restated_dweight(in[0].tensor, in[2].tensor, eps, true);
+    const std::vector<float> blocked = ws1_test::restated_dweight(in[0].tensor, in[2].tensor, eps, true);
     Tensor want(DType::kBF16, {128});
     for (std::int64_t i = 0; i < 128; ++i) want.data<std::uint16_t>()[i] = to_bf16(blocked[static_cast<std::size_t>(i)]).bits;
     CHECK(same_bits(cand, want));
     // The FP32 reference is unchanged: one chain per column over all rows in index order.
     const Tensor ref = output(op().reference_backward(in, ctx), "dweight");
     REQUIRE(ref.dtype() == DType::kF32);
-    const std::vector<float> chain = restated_dweight(in[0].tensor, in[2].tensor, eps, false);
+    const std::vector<float> chain = ws1_test::restated_dweight(in[0].tensor, in[2].tensor, eps, false);
     CHECK(std::memcmp(ref.contiguous().raw(), chain.data(), chain.size() * sizeof(float)) == 0);
   }
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "elementwise_test_util.hpp"
+#include "norm_dweight_restated.hpp"
 #include "rms_norm.hpp"
 #include "ws1/numeric.hpp"
 
@@ -21,48 +22,6 @@ const Op& op() {
 
 const std::map<std::string, std::string> kRename = {
     {"in.x", "x"}, {"in.w", "weight"}, {"dy.y", "dy.y"}};
-
-// dweight restated from its definitions (rms_norm.hpp, docs/decisions.md D24), written
-// independently of lib/ops: x, dy [rows, width] bf16. Returns the FP32 sums per column: the
-// reference's one chain over all rows in index order, or the candidate's blocks of
-// kDwRowBlock rows (each a chain from +0) whose partials are added in block order from +0.
-std::vector<float> restated_dweight(const Tensor& xt, const Tensor& dyt, float eps, bool blocked) {
-  const std::vector<float> x = floats(xt), dy = floats(dyt);
-  const std::int64_t width = xt.shape().back();
-  const std::int64_t rows = width == 0 ? 0 : xt.numel() / width;
-  // rstd = 1 / sqrt(sum of squares in 32-wide chunks / W + eps) per row.
-  std::vector<float> rstd(static_cast<std::size_t>(rows));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float total = 0.0f;
-    for (std::int64_t c0 = 0; c0 < width; c0 += 32) {
-      float part = 0.0f;
-      for (std::int64_t i = c0; i < std::min(width, c0 + 32); ++i)
-        part = std::fma(x[r * width + i], x[r * width + i], part);
-      total = total + part;
-    }
-    rstd[static_cast<std::size_t>(r)] = 1.0f / std::sqrt(total / static_cast<float>(width) + eps);
-  }
-  std::vector<float> dw(static_cast<std::size_t>(width));
-  for (std::int64_t i = 0; i < width; ++i) {
-    const auto term = [&](std::int64_t r, float acc) {
-      const float prod = dy[r * width + i] * x[r * width + i];  // rounded to float first
-      return std::fma(prod, rstd[static_cast<std::size_t>(r)], acc);
-    };
-    float s = 0.0f;
-    if (!blocked) {
-      for (std::int64_t r = 0; r < rows; ++r) s = term(r, s);
-    } else {
-      const std::int64_t block = ws1::ops::kDwRowBlock;
-      for (std::int64_t b = 0; b * block < rows; ++b) {
-        float acc = 0.0f;
-        for (std::int64_t r = b * block; r < rows && r < (b + 1) * block; ++r) acc = term(r, acc);
-        s = s + acc;
-      }
-    }
-    dw[static_cast<std::size_t>(i)] = s;
-  }
-  return dw;
-}
 
 bool same_f32_bits(const Tensor& t, const std::vector<float>& want) {
   if (t.dtype() != DType::kF32 || t.numel() != static_cast<std::int64_t>(want.size())) return false;
@@ -96,10 +55,10 @@ TEST_CASE("rms_norm dweight: the candidate's declared blocked order, the referen
       ctx.threads = threads;
       const Tensor cand = output(op().cpu_backward(in, ctx), "dweight");
       REQUIRE(cand.dtype() == DType::kBF16);
-      CHECK(same_bits(cand, bf16_of({c.width}, restated_dweight(in[0].tensor, in[2].tensor, eps, true))));
+      CHECK(same_bits(cand, bf16_of({c.width}, ws1_test::restated_dweight(in[0].tensor, in[2].tensor, eps, true))));
       // The FP32 reference is unchanged: one chain per column over all rows in index order.
       const Tensor ref = output(op().reference_backward(in, ctx), "dweight");
-      CHECK(same_f32_bits(ref, restated_dweight(in[0].tensor, in[2].tensor, eps, false)));
+      CHECK(same_f32_bits(ref, ws1_test::restated_dweight(in[0].tensor, in[2].tensor, eps, false)));
     }
     if (c.rows == 0) {  // no rows: +0 in both
       const Tensor cand = output(op().cpu_backward(in, ctx), "dweight");
@@ -109,19 +68,9 @@ TEST_CASE("rms_norm dweight: the candidate's declared blocked order, the referen
 }
 
 TEST_CASE("rms_norm dweight: the two orders are told apart where an addend is absorbed", "[ops][rms_norm][norm_dweight]") {
-  // x = 1 (so every row's rstd is the same rs), dy = +2^26 in row 0, -2^26 in row kDwRowBlock,
-  // 1 elsewhere; 2 * kDwRowBlock rows. A chain holding +-2^26*rs (ulp 4) absorbs each +rs.
-  // Row order: 2^26*rs, the block's ones absorbed, 0 at row kDwRowBlock, then + (block-1)*rs
-  // = about 255. Blocked: partials 2^26*rs and -2^26*rs (each block's ones absorbed), sum +0.
-  const std::int64_t block = ws1::ops::kDwRowBlock, rows = 2 * block, width = 8;
-  Tensor x(DType::kBF16, {rows, width}), dy(DType::kBF16, {rows, width});
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t i = 0; i < width; ++i) {
-      x.data<std::uint16_t>()[r * width + i] = to_bf16(1.0f).bits;
-      const float d = r == 0 ? std::ldexp(1.0f, 26) : r == block ? -std::ldexp(1.0f, 26) : 1.0f;
-      dy.data<std::uint16_t>()[r * width + i] = to_bf16(d).bits;
-    }
-  const Tensors in = {{"x", x}, {"weight", random_bf16({width}, 74)}, {"dy.y", dy}};
+  // ws1_test::absorbing_dweight_inputs: row order gives about kDwRowBlock - 1, blocks +0.
+  const std::int64_t block = ws1::ops::kDwRowBlock, width = 8;
+  const Tensors in = ws1_test::absorbing_dweight_inputs(width, random_bf16({width}, 74));
   const OpContext ctx = default_context();
   const Tensor cand = output(op().cpu_backward(in, ctx), "dweight");
   const Tensor ref = output(op().reference_backward(in, ctx), "dweight");
