@@ -16,8 +16,10 @@
 //    sums fma(dy*x, rstd, acc) in row order from +0, then the block partials are added in
 //    block order in FP32 and rounded to bf16 once.
 //
-// Work split of the row kernels: a team normalises one row, a warp for rows up to 256 wide
-// (qk_norm's 128-wide heads, 4 rows per block), a 128-thread block above (rms_norm's 4096).
+// Work split of the row kernels: widths of 32, 64, 128 or 256 (qk_norm's 128-wide heads) run the
+// lane kernels, a lane per 32-wide chunk and 32 / chunks rows per warp, in registers (see
+// "narrow rows" below). Other widths: a team normalises one row, a warp for rows up to 256
+// wide, a 128-thread block above (rms_norm's 4096).
 // A row is staged tile by tile into shared memory as float with coalesced loads (16-byte when
 // width % 8 == 0, so every row starts 16-byte aligned; else element by element); each
 // 32-element chunk is padded to 33 floats so the per-chunk threads read on distinct banks.
@@ -322,6 +324,122 @@ __global__ void __launch_bounds__(kRowBlock)
   }
 }
 
+// ---- narrow rows: a lane per chunk ----
+//
+// Widths of 1, 2, 4 or 8 whole chunks (32 to 256; qk_norm's 128-wide heads): a warp normalises
+// 32 / kC rows at once, lane l owning chunk l % kC of row l / kC. The lane loads its chunk's 32
+// elements into registers (four 16-byte loads), runs the chunk's fused multiply-adds, and the
+// row's kC lanes add their chunk sums in chunk order from +0 by shuffles (every lane the same
+// adds, so each holds the row's total). The operations and their order are the team kernels'
+// (and the CPU's); the team kernels ran qk_norm's rows one per warp, with 4 of 32 lanes
+// summing and the row staged through shared memory.
+template <int kC>
+struct Lanes {
+  static_assert(kC == 1 || kC == 2 || kC == 4 || kC == 8, "whole rows per warp");
+  static constexpr int kWidth = kC * kChunk;
+  static constexpr int kRowsPerWarp = 32 / kC;
+  static constexpr int kRowsPerBlock = kRowBlock / 32 * kRowsPerWarp;
+  // The first row of this warp's group and the stride between groups (grid-stride).
+  __device__ static std::int64_t first_row() {
+    return (static_cast<std::int64_t>(blockIdx.x) * (kRowBlock / 32) + threadIdx.x / 32) * kRowsPerWarp;
+  }
+  __device__ static std::int64_t row_stride() {
+    return static_cast<std::int64_t>(gridDim.x) * kRowsPerBlock;
+  }
+};
+
+// A chunk's 32 values from p (16-byte aligned), or zeros when !live.
+__device__ __forceinline__ void load_chunk(const bf16* p, bool live, float (&v)[kChunk]) {
+#pragma unroll
+  for (int q = 0; q < kChunk / 8; ++q) {
+    float t[8] = {};
+    if (live) load_vec<8>(p + 8 * q, t);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[8 * q + k] = t[k];
+  }
+}
+
+__device__ __forceinline__ void store_chunk(bf16* p, const float (&v)[kChunk]) {
+#pragma unroll
+  for (int q = 0; q < kChunk / 8; ++q) {
+    float t[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) t[k] = v[8 * q + k];
+    store_vec<8>(p + 8 * q, t);
+  }
+}
+
+// The row's total of `part` over its kC lanes: chunk sums added in chunk order from +0.
+template <int kC>
+__device__ __forceinline__ float row_total(float part, int lane) {
+  const int base = lane / kC * kC;
+  float total = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kC; ++c) total = __fadd_rn(total, __shfl_sync(0xffffffffu, part, base + c));
+  return total;
+}
+
+template <int kC>
+__global__ void __launch_bounds__(kRowBlock)
+    rms_norm_fwd_lanes_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                              bf16* __restrict__ y, std::int64_t rows, float eps, bool hf) {
+  using L = Lanes<kC>;
+  const int lane = static_cast<int>(threadIdx.x % 32), c = lane % kC;
+  float wv[kChunk];
+  load_chunk(w + c * kChunk, true, wv);
+  for (std::int64_t r0 = L::first_row(); r0 < rows; r0 += L::row_stride()) {  // warp-uniform
+    const std::int64_t row = r0 + lane / kC;
+    const bool live = row < rows;
+    const std::int64_t at = row * L::kWidth + c * kChunk;
+    float v[kChunk];
+    load_chunk(x + at, live, v);
+    float part = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kChunk; ++j) part = __fmaf_rn(v[j], v[j], part);
+    const float rstd = row_rstd(row_total<kC>(part, lane), L::kWidth, eps);
+#pragma unroll
+    for (int j = 0; j < kChunk; ++j) {
+      const float normed = __fmul_rn(v[j], rstd);
+      v[j] = hf ? __fmul_rn(to_f32(to_bf16(normed)), wv[j]) : __fmul_rn(normed, wv[j]);
+    }
+    if (live) store_chunk(y + at, v);
+  }
+}
+
+template <int kC>
+__global__ void __launch_bounds__(kRowBlock)
+    rms_norm_bwd_lanes_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                              const bf16* __restrict__ dy, bf16* __restrict__ dx,
+                              float* __restrict__ rstd_out, std::int64_t rows, float eps) {
+  using L = Lanes<kC>;
+  const int lane = static_cast<int>(threadIdx.x % 32), c = lane % kC;
+  const float inv_width = __fdiv_rn(1.0f, static_cast<float>(L::kWidth));
+  float wv[kChunk];
+  load_chunk(w + c * kChunk, true, wv);
+  for (std::int64_t r0 = L::first_row(); r0 < rows; r0 += L::row_stride()) {  // warp-uniform
+    const std::int64_t row = r0 + lane / kC;
+    const bool live = row < rows;
+    const std::int64_t at = row * L::kWidth + c * kChunk;
+    float xv[kChunk], g[kChunk];
+    load_chunk(x + at, live, xv);
+    load_chunk(dy + at, live, g);
+    float sumsq = 0.0f, dot = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kChunk; ++j) {
+      g[j] = __fmul_rn(g[j], wv[j]);  // g = dy*w, rounded to float as the CPU stores it
+      sumsq = __fmaf_rn(xv[j], xv[j], sumsq);
+      dot = __fmaf_rn(g[j], xv[j], dot);
+    }
+    const float rs = row_rstd(row_total<kC>(sumsq, lane), L::kWidth, eps);
+    const float coef =
+        __fmul_rn(__fmul_rn(__fmul_rn(__fmul_rn(rs, rs), rs), row_total<kC>(dot, lane)), inv_width);
+    if (live && c == 0) rstd_out[row] = rs;
+#pragma unroll
+    for (int j = 0; j < kChunk; ++j) g[j] = __fsub_rn(__fmul_rn(rs, g[j]), __fmul_rn(xv[j], coef));
+    if (live) store_chunk(dx + at, g);
+  }
+}
+
 // ---- dweight (docs/decisions.md D24; the order is stated in lib/ops/rms_norm.hpp) ----
 //
 // Partials kernel: task (block b, column group g) sums rows [b*kDwRows, min(rows, (b+1)*kDwRows))
@@ -497,6 +615,25 @@ void dispatch(std::int64_t width, F&& f) {
   }
 }
 
+// Calls f(C) with the lane kernels' chunks per row for widths of 1, 2, 4 or 8 whole chunks and
+// returns true; false (f not called) for other widths.
+template <class F>
+bool dispatch_lanes(std::int64_t width, F&& f) {
+  switch (width) {
+    case 1 * kChunk: f(std::integral_constant<int, 1>{}); return true;
+    case 2 * kChunk: f(std::integral_constant<int, 2>{}); return true;
+    case 4 * kChunk: f(std::integral_constant<int, 4>{}); return true;
+    case 8 * kChunk: f(std::integral_constant<int, 8>{}); return true;
+    default: return false;
+  }
+}
+
+template <int kC>
+unsigned lane_blocks(std::int64_t rows) {
+  const unsigned b = blocks_for(rows, Lanes<kC>::kRowsPerBlock);
+  return b < kMaxRowBlocks ? b : kMaxRowBlocks;
+}
+
 template <class T>
 unsigned row_blocks(std::int64_t rows) {
   const unsigned b = blocks_for(rows, RowLoop<T>::kTeams);
@@ -513,6 +650,13 @@ inline ws1::Tensors forward(std::string_view op, const ws1::Tensors& in, const w
   const bool hf = ctx.rms_norm_order == ws1::RmsNormOrder::kHf;
   launch_region(std::string(op) + ".fwd", [&] {
     if (s.rows == 0) return;
+    const bool lanes = dispatch_lanes(s.width, [&](auto chunks) {
+      constexpr int kC = decltype(chunks)::value;
+      rms_norm_fwd_lanes_kernel<kC><<<lane_blocks<kC>(s.rows), kRowBlock>>>(x.get(), w.get(), y.get(), s.rows,
+                                                                            eps_of(ctx), hf);
+      check_launch("rms_norm_fwd_lanes_kernel");
+    });
+    if (lanes) return;
     dispatch(s.width, [&](auto team, auto vec) {
       using T = decltype(team);
       rms_norm_fwd_kernel<T, decltype(vec)::value><<<row_blocks<T>(s.rows), kRowBlock>>>(
@@ -535,12 +679,19 @@ inline ws1::Tensors backward(std::string_view op, const ws1::Tensors& in, const 
   DeviceArray<float> partial = poisoned<float>(static_cast<std::size_t>(dw_row_blocks(s.rows) * s.width));
   launch_region(std::string(op) + ".bwd", [&] {
     if (s.rows > 0) {
-      dispatch(s.width, [&](auto team, auto vec) {
-        using T = decltype(team);
-        rms_norm_bwd_kernel<T, decltype(vec)::value><<<row_blocks<T>(s.rows), kRowBlock>>>(
-            x.get(), w.get(), dy.get(), dx.get(), rstd.get(), s.rows, s.width, eps_of(ctx));
-        check_launch("rms_norm_bwd_kernel");
+      const bool lanes = dispatch_lanes(s.width, [&](auto chunks) {
+        constexpr int kC = decltype(chunks)::value;
+        rms_norm_bwd_lanes_kernel<kC><<<lane_blocks<kC>(s.rows), kRowBlock>>>(
+            x.get(), w.get(), dy.get(), dx.get(), rstd.get(), s.rows, eps_of(ctx));
+        check_launch("rms_norm_bwd_lanes_kernel");
       });
+      if (!lanes)
+        dispatch(s.width, [&](auto team, auto vec) {
+          using T = decltype(team);
+          rms_norm_bwd_kernel<T, decltype(vec)::value><<<row_blocks<T>(s.rows), kRowBlock>>>(
+              x.get(), w.get(), dy.get(), dx.get(), rstd.get(), s.rows, s.width, eps_of(ctx));
+          check_launch("rms_norm_bwd_kernel");
+        });
     }
     if (s.width > 0)  // also with no rows: dweight is then zero
       launch_dweight(dy.get(), x.get(), rstd.get(), partial.get(), dweight.get(), s.rows, s.width);
@@ -550,8 +701,8 @@ inline ws1::Tensors backward(std::string_view op, const ws1::Tensors& in, const 
 }
 
 // The kernels each direction launches, for the kernel id.
-inline constexpr std::string_view kForwardKernels = "rms_norm_fwd_kernel";
+inline constexpr std::string_view kForwardKernels = "rms_norm_fwd_kernel,rms_norm_fwd_lanes_kernel";
 inline constexpr std::string_view kBackwardKernels =
-    "rms_norm_bwd_kernel,rms_norm_dweight_partial_kernel,rms_norm_dweight_merge_kernel";
+    "rms_norm_bwd_kernel,rms_norm_bwd_lanes_kernel,rms_norm_dweight_partial_kernel,rms_norm_dweight_merge_kernel";
 
 }  // namespace ws1cuda::rms

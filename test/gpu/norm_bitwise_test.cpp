@@ -3,7 +3,9 @@
 // no rows, fewer rows than a block, exactly one block, one row past it, many blocks with a
 // ragged last one; even widths (the partials kernel's 2-wide loads) and odd ones (1-wide),
 // widths that are not multiples of 8 or 32; qk_norm's 128-wide heads over up to 65536 rows.
-// dx is compared too. Run alone with: test_gpu "[norm_dweight]".
+// dx is compared too. Run alone with: test_gpu "[norm_dweight]". And the lane kernels of
+// narrow rows (widths of 1, 2, 4 or 8 chunks), forward in both orders and backward, at row
+// counts that leave a warp's last row group partly empty: test_gpu "[norm_lanes]".
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -25,12 +27,12 @@ Tensors norm_inputs(const Shape& shape, std::uint32_t seed) {
           {"dy.y", ws1_test::grid_bf16(shape, seed + 2, 1.0f)}};
 }
 
-// The backward of `op` on both backends; every output (dx, dweight) equal in dtype, shape and bits.
-void check_backward_bits(const char* name, const Tensors& in, const OpContext& ctx) {
+// The forward or backward of `op` on both backends; every output equal in dtype, shape and bits.
+void check_bits(const char* name, bool backward, const Tensors& in, const OpContext& ctx) {
   static auto cpu = make_cpu_bf16_backend();
   const Op& op = *find_op_impl(name);
-  auto want = cpu->backward(op, in, ctx);
-  auto got = test::cuda_backend().backward(op, in, ctx);
+  auto want = backward ? cpu->backward(op, in, ctx) : cpu->forward(op, in, ctx);
+  auto got = backward ? test::cuda_backend().backward(op, in, ctx) : test::cuda_backend().forward(op, in, ctx);
   REQUIRE(want.ok());
   if (!got.ok()) FAIL(got.error().message());
   REQUIRE(got->size() == want->size());
@@ -68,7 +70,7 @@ TEST_CASE("rms_norm backward equals cpu_bf16 bit for bit across dweight's row bl
                        Case{5 * block + 3, 4095}, Case{7 * block, 37}, Case{4 * block + 200, 1},
                        Case{2 * block + 9, 2}, Case{33 * block + 5, 24}}) {
     INFO("rows " << c.rows << ", width " << c.width);
-    check_backward_bits("rms_norm", norm_inputs({c.rows, c.width}, seed), ctx);
+    check_bits("rms_norm", true, norm_inputs({c.rows, c.width}, seed), ctx);
     seed += 3;
   }
 }
@@ -86,7 +88,7 @@ TEST_CASE("qk_norm backward equals cpu_bf16 bit for bit across dweight's row blo
                        Case{2049, 128}, Case{41, 36}, Case{300, 27}}) {
     INFO(c.tokens << " tokens, head_dim " << c.head_dim);
     ctx.head_dim = c.head_dim;
-    check_backward_bits("qk_norm", norm_inputs({c.tokens, 32, c.head_dim}, seed), ctx);
+    check_bits("qk_norm", true, norm_inputs({c.tokens, 32, c.head_dim}, seed), ctx);
     seed += 3;
   }
 }
@@ -105,6 +107,35 @@ TEST_CASE("cuda_bf16 rms_norm dweight sums blocks of rows, then the blocks in or
     REQUIRE(dw->dtype() == DType::kBF16);
     const Tensor c = dw->contiguous();
     for (std::int64_t i = 0; i < width; ++i) CHECK(c.data<std::uint16_t>()[i] == 0);
-    check_backward_bits("rms_norm", in, ctx);
+    check_bits("rms_norm", true, in, ctx);
   }
 }
+
+TEST_CASE("rms_norm / qk_norm lane kernels (narrow rows) equal cpu_bf16 bit for bit", "[gpu][bitwise][norm_lanes]") {
+  OpContext ctx = test::cuda_run_context(test::workload(test::gpu_workload_name())).op_context;
+  struct Case {
+    std::int64_t rows, width;
+  };
+  std::uint32_t seed = 300;
+  // 32, 64, 128, 256: 1, 2, 4, 8 chunks per row (32, 16, 8, 4 rows per warp); row counts that
+  // are not multiples of a warp's rows, of a block's, or that need many blocks; 96 (3 chunks)
+  // and 160 run the team kernels, as neighbours.
+  for (const Case c : {Case{1, 32}, Case{45, 32}, Case{7, 64}, Case{1001, 64}, Case{3, 128}, Case{9, 128},
+                       Case{4099, 128}, Case{1, 256}, Case{5, 256}, Case{2051, 256}, Case{37, 96}, Case{37, 160}}) {
+    for (RmsNormOrder order : {RmsNormOrder::kKernel, RmsNormOrder::kHf}) {
+      ctx.rms_norm_order = order;
+      INFO("rows " << c.rows << ", width " << c.width << (order == RmsNormOrder::kHf ? ", hf order" : ""));
+      const Tensors in = norm_inputs({c.rows, c.width}, seed);
+      check_bits("rms_norm", false, in, ctx);
+      if (order == RmsNormOrder::kKernel) check_bits("rms_norm", true, in, ctx);
+    }
+    seed += 3;
+  }
+  // qk_norm's [tokens, heads, 128] on the lane kernels, an odd token count.
+  ctx.rms_norm_order = RmsNormOrder::kKernel;
+  ctx.head_dim = 128;
+  const Tensors in = norm_inputs({37, 32, 128}, 400);
+  check_bits("qk_norm", false, in, ctx);
+  check_bits("qk_norm", true, in, ctx);
+}
+
