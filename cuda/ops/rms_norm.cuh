@@ -379,18 +379,28 @@ __device__ __forceinline__ float row_total(float part, int lane) {
   return total;
 }
 
+// Runs f(row, live, at, c) for this lane's row in each of its warp's row groups, grid-stride:
+// `at` indexes the lane's chunk (chunk c of the row), `live` says whether the row exists. Every
+// lane runs every iteration, as row_total's shuffles need the whole warp.
+template <int kC, class F>
+__device__ __forceinline__ void for_each_lane_row(std::int64_t rows, F&& f) {
+  using L = Lanes<kC>;
+  const int lane = static_cast<int>(threadIdx.x % 32), c = lane % kC;
+  for (std::int64_t r0 = L::first_row(); r0 < rows; r0 += L::row_stride()) {  // warp-uniform
+    const std::int64_t row = r0 + lane / kC;
+    f(row, row < rows, row * L::kWidth + c * kChunk, c);
+  }
+}
+
 template <int kC>
 __global__ void __launch_bounds__(kRowBlock)
     rms_norm_fwd_lanes_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                               bf16* __restrict__ y, std::int64_t rows, float eps, bool hf) {
   using L = Lanes<kC>;
-  const int lane = static_cast<int>(threadIdx.x % 32), c = lane % kC;
+  const int lane = static_cast<int>(threadIdx.x % 32);
   float wv[kChunk];
-  load_chunk(w + c * kChunk, true, wv);
-  for (std::int64_t r0 = L::first_row(); r0 < rows; r0 += L::row_stride()) {  // warp-uniform
-    const std::int64_t row = r0 + lane / kC;
-    const bool live = row < rows;
-    const std::int64_t at = row * L::kWidth + c * kChunk;
+  load_chunk(w + lane % kC * kChunk, true, wv);
+  for_each_lane_row<kC>(rows, [&](std::int64_t, bool live, std::int64_t at, int) {
     float v[kChunk];
     load_chunk(x + at, live, v);
     float part = 0.0f;
@@ -403,7 +413,7 @@ __global__ void __launch_bounds__(kRowBlock)
       v[j] = hf ? __fmul_rn(to_f32(to_bf16(normed)), wv[j]) : __fmul_rn(normed, wv[j]);
     }
     if (live) store_chunk(y + at, v);
-  }
+  });
 }
 
 template <int kC>
@@ -412,14 +422,11 @@ __global__ void __launch_bounds__(kRowBlock)
                               const bf16* __restrict__ dy, bf16* __restrict__ dx,
                               float* __restrict__ rstd_out, std::int64_t rows, float eps) {
   using L = Lanes<kC>;
-  const int lane = static_cast<int>(threadIdx.x % 32), c = lane % kC;
+  const int lane = static_cast<int>(threadIdx.x % 32);
   const float inv_width = __fdiv_rn(1.0f, static_cast<float>(L::kWidth));
   float wv[kChunk];
-  load_chunk(w + c * kChunk, true, wv);
-  for (std::int64_t r0 = L::first_row(); r0 < rows; r0 += L::row_stride()) {  // warp-uniform
-    const std::int64_t row = r0 + lane / kC;
-    const bool live = row < rows;
-    const std::int64_t at = row * L::kWidth + c * kChunk;
+  load_chunk(w + lane % kC * kChunk, true, wv);
+  for_each_lane_row<kC>(rows, [&](std::int64_t row, bool live, std::int64_t at, int c) {
     float xv[kChunk], g[kChunk];
     load_chunk(x + at, live, xv);
     load_chunk(dy + at, live, g);
@@ -437,7 +444,7 @@ __global__ void __launch_bounds__(kRowBlock)
 #pragma unroll
     for (int j = 0; j < kChunk; ++j) g[j] = __fsub_rn(__fmul_rn(rs, g[j]), __fmul_rn(xv[j], coef));
     if (live) store_chunk(dx + at, g);
-  }
+  });
 }
 
 // ---- dweight (docs/decisions.md D24; the order is stated in lib/ops/rms_norm.hpp) ----
