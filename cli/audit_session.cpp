@@ -63,6 +63,18 @@ ws1::Result<BuildAuditRun> run_build_audit(const BuildAuditOptions& o) {
     cuda_entry.backend = cuda.get();
   }
   backends.push_back(cuda_entry);
+  std::vector<std::unique_ptr<ws1::Backend>> extra;
+  for (const std::string& name : o.backends) {
+    if (name == "cpu_bf16" || name == "cuda_bf16") continue;
+    ws1::AuditBackend entry{name, nullptr, ""};
+    if (auto b = open_backend(name, gpu); !b) {
+      entry.absent = b.error().problem;
+    } else {
+      extra.push_back(std::move(b).value());
+      entry.backend = extra.back().get();
+    }
+    backends.push_back(entry);
+  }
 
   ws1::Tf32Observation tf32;
   tf32.built_with_cuda = ws1::build_info().cuda;

@@ -21,6 +21,9 @@ struct BuildAuditOptions {
   std::string probe_workload;  // empty: default_workload() (Qwen3-8B widths for the probes)
   std::string evidence;        // empty: no --evidence
   unsigned threads = 0;
+  // Backends probed besides cpu_bf16 and cuda_bf16 (names as --backend takes them, e.g.
+  // triton_cuda_bf16 or exec:CMD); one that does not open is named as not present.
+  std::vector<std::string> backends;
 };
 
 struct BuildAuditRun {

@@ -143,6 +143,9 @@ Command register_audit(CLI::App& app) {
       "--evidence", o->build.evidence,
       "evidence artifact: its tool.source_commit must be this build's, its tree clean"));
   o->build_only.push_back(sub->add_option("--threads", o->build.threads, "CPU threads (0: all cores)"));
+  o->build_only.push_back(sub->add_option(
+      "--backend", o->build.backends,
+      "a backend to probe besides cpu_bf16 and cuda_bf16 (repeatable; e.g. triton_cuda_bf16, exec:CMD)"));
   sub->add_option("--repo", o->repo, "static scan of a foreign Python/Triton/CUDA tree instead");
   auto* sarif = sub->add_option("--sarif", o->sarif, "with --repo: write the findings as SARIF 2.1.0");
   sub->add_option("--out", o->out, "directory for the audit artifact (DIR/audit.json)");

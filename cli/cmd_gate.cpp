@@ -180,8 +180,9 @@ void print_matrix(const ws1::Evidence& e, const std::vector<std::unique_ptr<Sess
 
 // The audit stage: the build audit of `ws1check audit` (its rows; a non-conformant row fails
 // the stage).
-ws1::Result<ws1::GateStage> audit_stage(const GateOptions& o) {
-  auto run = run_build_audit({o.contract, "", "", "", o.threads});
+ws1::Result<ws1::GateStage> audit_stage(const GateOptions& o, const std::vector<std::string>& backends) {
+  BuildAuditOptions a{o.contract, "", "", "", o.threads, backends};
+  auto run = run_build_audit(a);
   if (!run) return run.error();
   ws1::GateStage st{"audit", ws1::StageStatus::kPassed, "", {}};
   const ws1::AuditSummary sum = ws1::summarize(run->rows);
@@ -298,7 +299,7 @@ int run(const GateOptions& o) {
     return report(parity.error());
   }
   stages.push_back(std::move(parity).value());
-  auto audit = audit_stage(o);
+  auto audit = audit_stage(o, *backends);
   if (!audit) {
     progress.clear();
     return report(audit.error());

@@ -119,7 +119,12 @@ Result<Tensors> ExecBackend::call(const Op& op, Direction d, const Tensors& in, 
   if (kernel == nullptr) return fail(op, d, "not provided by the worker");
   if (stopped_) return fail(op, d, "not run: the worker was stopped earlier (" + *stopped_ + ")");
   const bool backward = d == Direction::kBackward;
-  const std::vector<TensorDecl> decls = backward ? op.gradients() : op.outputs();
+  std::vector<TensorDecl> decls = backward ? op.gradients() : op.outputs();
+  // A tensor-parallel rank's call (k_partial) returns the split GEMM's output as its FP32 partial.
+  if (!backward && ctx.k_partial)
+    if (auto split = op.k_split())
+      for (TensorDecl& t : decls)
+        if (t.name == split->out) t.candidate_dtype = DType::kF32;
 
   const std::uint64_t id = ++requests_;
   RequestFiles files{{dir_->input_file(id), dir_->output_file(id)}};

@@ -69,7 +69,8 @@ Result<T> parse_line(std::string_view line, F&& parse) {
 
 OpContext parse_context(const Node& n) {
   n.allow_only({"rms_norm_eps", "rope_theta", "num_attention_heads", "num_key_value_heads",
-                "head_dim", "rms_norm_order", "k_tree_leaf", "ignore_index"});
+                "head_dim", "rms_norm_order", "k_shards", "k_partial", "ignore_index",
+                "k_tree_leaf"});
   OpContext c;
   c.rms_norm_eps = n.at("rms_norm_eps").nonnegative();
   c.rope_theta = n.at("rope_theta").nonnegative();
@@ -77,7 +78,11 @@ OpContext parse_context(const Node& n) {
   c.num_key_value_heads = n.at("num_key_value_heads").integer();
   c.head_dim = n.at("head_dim").integer();
   c.rms_norm_order = n.at("rms_norm_order").word(rms_norm_order_from_name, "rms_norm_order", "kernel, hf");
-  c.k_tree_leaf = n.at("k_tree_leaf").integer();
+  // k_shards / k_partial (det_gemm's declared K split, a tensor-parallel rank's call) and
+  // k_tree_leaf (an Option B tree's leaf): optional, so hosts that predate a key are served.
+  if (auto v = n.find("k_shards")) c.k_shards = v->integer();
+  if (auto v = n.find("k_partial")) c.k_partial = v->boolean();
+  if (auto v = n.find("k_tree_leaf")) c.k_tree_leaf = v->integer();
   c.ignore_index = n.at("ignore_index").integer();
   return c;
 }
@@ -147,6 +152,8 @@ std::string encode(const RunRequest& m) {
                   {"num_key_value_heads", c.num_key_value_heads},
                   {"head_dim", c.head_dim},
                   {"rms_norm_order", std::string(contract_name(c.rms_norm_order))},
+                  {"k_shards", c.k_shards},
+                  {"k_partial", c.k_partial},
                   {"k_tree_leaf", c.k_tree_leaf},
                   {"ignore_index", c.ignore_index}};
   return line_of({{"type", "run"}, {"id", m.id}, {"op", m.op},

@@ -91,6 +91,7 @@ std::vector<std::string> Contract::undeclared() const {
   // An accumulation_exceptions block without det_gemm is a declaration too (no exception,
   // Option A); only the block's absence leaves the spec §9.2 question open.
   if (!d.accumulation_exceptions) out.push_back(declarations_path("accumulation_exceptions"));
+  if (!d.det_gemm_k_split) out.push_back(declarations_path("det_gemm_k_split"));
   if (!d.rms_norm_rounding) out.push_back(declarations_path("rms_norm_rounding"));
   if (!d.invariance) out.push_back(declarations_path("invariance"));
   if (!d.tf32) out.push_back(declarations_path("tf32"));

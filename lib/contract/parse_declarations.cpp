@@ -98,6 +98,23 @@ AccumulationException parse_exception(const Node& n, OpClass op_class, const Pre
   return e;
 }
 
+KSplitDeclaration parse_k_split(const Node& n) {
+  n.allow_only({"shards", "shard_layout", "partial_dtype", "partial_reduction", "output_rounding",
+                "rationale"});
+  KSplitDeclaration k;
+  const Node shards = n.at("shards");
+  k.shards = shards.integer();
+  if (k.shards < 1 || k.shards > 64)
+    shards.fail("must be an integer from 1 to 64, got " + std::to_string(k.shards));
+  // Written out so the contract says it; ws1check implements exactly this and nothing else.
+  expect_word(n.at("shard_layout"), "contiguous", "shard layout");
+  expect_word(n.at("partial_dtype"), "float32", "partial dtype");
+  expect_word(n.at("partial_reduction"), "fp32_fold_in_shard_order", "partial reduction");
+  expect_word(n.at("output_rounding"), "once", "output rounding");
+  k.rationale = std::string(n.at("rationale").nonempty_string());
+  return k;
+}
+
 RmsNormRounding parse_rms_norm(const Node& n) {
   n.allow_only({"order", "alternatives", "applies_to", "rationale"});
   RmsNormRounding r;
@@ -151,8 +168,8 @@ Tf32Declaration parse_tf32(const Node& n, const PrecisionPolicy& p) {
 }  // namespace
 
 Declarations parse_declarations(const Node& n, const PrecisionPolicy& policy) {
-  n.allow_only({"format", "note", "accumulation_exceptions", "rms_norm_rounding", "invariance",
-                "tf32", "output_dtypes", "op_classes"});
+  n.allow_only({"format", "note", "accumulation_exceptions", "det_gemm_k_split",
+                "rms_norm_rounding", "invariance", "tf32", "output_dtypes", "op_classes"});
   Declarations d;
   d.block_present = true;
   const Node format = n.at("format");
@@ -174,6 +191,7 @@ Declarations parse_declarations(const Node& n, const PrecisionPolicy& policy) {
       (*d.accumulation_exceptions)[op] = parse_exception(entry, cls, policy);
     }
   }
+  if (auto v = n.find("det_gemm_k_split")) d.det_gemm_k_split = parse_k_split(*v);
   if (auto v = n.find("rms_norm_rounding")) d.rms_norm_rounding = parse_rms_norm(*v);
   if (auto v = n.find("invariance")) d.invariance = parse_invariance(*v);
   if (auto v = n.find("tf32")) d.tf32 = parse_tf32(*v, policy);

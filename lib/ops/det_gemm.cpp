@@ -1,30 +1,31 @@
-// det_gemm (DESIGN §3.1 Option B, §6; spec §9.2, §9.3, §11.1 items 1-2; NOTES §c):
+// det_gemm (DESIGN §3.1 Option A, §6; spec §9.2, §9.3, §11.1 items 1-2; NOTES §c):
 //   c[M,N] = a[M,K] @ b[K,N]; inputs a, b bf16; gradient seed dy.c [M,N] bf16.
 //
-// Reference (spec §3.1, §11.1 item 2): FP32 GEMM of the upcast inputs, FP32 output (never the
-// bf16 tree: the gold is FP32). Order: 32-wide fma chunks folded in FP32 (gemm_cpu.hpp).
-// Backward: da = dy @ b^T, db = a^T @ dy, the same FP32 GEMM, FP32 outputs.
+// Reference (spec §3.1, §11.1 item 2): FP32 GEMM of the upcast inputs, FP32 output. Order:
+// 32-wide fma chunks folded in FP32 (gemm_cpu.hpp). Backward: da = dy @ b^T, db = a^T @ dy, the
+// same FP32 GEMM, FP32 outputs.
 //
-// Candidate (cpu_bf16) = the declared tree, exactly as the contract's accumulation exception
-// states it (ctx.k_tree_leaf, 32 in ws1-c1-v2): the reduction range [lo,hi) is a leaf when
-// hi - lo <= k_tree_leaf, otherwise it splits at mid = lo + (hi - lo) / 2 (element space, the
-// kernel k_tree_naive quoted in spec §9.2, not upstream's later leaf-space reference); a leaf
-// is an FP32 fma chain from 0.0f in k order rounded to bf16; a merge is
-// bf16(float(left) + float(right)); the output is the bf16 root.
-// Because the split depends only on hi - lo, the subtree over [K/2, K) is the tree of a K - K/2
-// GEMM: a contiguous half-K GEMM is a child of the root, so for K > k_tree_leaf
-//   C(a, b) == bf16(float(C(a[:, :K/2], b[:K/2])) + float(C(a[:, K/2:], b[K/2:])))  bitwise
-// (the tp2 invariance transform). Rows never interact: row i of c does not depend on M.
-// Backward "with the same tree" (DESIGN §6): da = dy @ b^T reduces over N and db = a^T @ dy
-// reduces over M, each with the same declared tree shape (leaf k_tree_leaf, bf16 leaves and
-// merges) over its own reduction dimension, bf16 outputs. db's tree is over the rows in the
-// call, so db depends on M by definition (a sum over rows); da's rows are independent.
+// Candidate (cpu_bf16), Option A: FP32 throughout, one rounding to bf16 at the output, with the
+// contract's declared K split (ctx.k_shards = t, ws1check_declarations.det_gemm_k_split):
+//   shard r = [r*K/t, (r+1)*K/t); p_r = one FP32 fma chain over the shard in increasing k,
+//   from 0.0f; c = bf16(((p_0 + p_1) + p_2) + ...), the adds in FP32.
+// A tensor-parallel rank's call (ctx.k_partial) returns its p (one chain over the K it holds,
+// float32, unrounded), so t ranks' partials added in rank order and rounded once give the TP=1
+// bits exactly (the tp transforms). Rows never interact: row i of c does not depend on M.
+// Backward: da (over N) and db (over M) are single FP32 fma chains rounded once; no split (a
+// row-parallel GEMM's backward reduces nothing across ranks). db is a sum over the call's rows,
+// so it depends on M by definition; da's rows are independent.
+// The candidate's chain differs from the reference's 32-wide chunks on purpose: both are FP32,
+// and the candidate's bits are its own (no cross-backend equality is declared for det_gemm).
 #include "det_gemm.hpp"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "gemm_cpu.hpp"
 #include "op_support.hpp"
+#include "ws1/numeric.hpp"
 
 namespace ws1::ops {
 
@@ -49,34 +50,55 @@ std::int64_t det_gemm_tree_leaf(std::string_view op, const OpContext& ctx) {
   return ctx.k_tree_leaf;
 }
 
-namespace {
-
-enum class Path { kReference, kCandidate };
-
-gemm::Reduction reduction_for(Path path, std::string_view op, const OpContext& ctx) {
-  if (path == Path::kReference) return gemm::fp32_chunked();
-  return gemm::bf16_tree(det_gemm_tree_leaf(op, ctx));
+std::int64_t det_gemm_shards(std::string_view op, const OpContext& ctx) {
+  require(ctx.k_shards >= 1, op, "k_shards",
+          "must be >= 1 (contract: ws1check_declarations.det_gemm_k_split.shards), got " +
+              std::to_string(ctx.k_shards));
+  return ctx.k_partial ? 1 : ctx.k_shards;
 }
 
-DType out_dtype(Path path) { return path == Path::kReference ? DType::kF32 : DType::kBF16; }
+namespace {
+
+// One FP32 fma chain over the whole reduction, from 0.0f (a single leaf of the fold).
+gemm::Reduction chain(std::int64_t length) {
+  return {gemm::Reduction::Kind::kFold, std::max<std::int64_t>(length, 1), false, false};
+}
 
 gemm::Options options(const OpContext& ctx) { return {ctx.threads, true}; }
 
-Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx, Path path) {
+Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx, bool reference) {
   return guarded(op, [&] {
     const DetGemmInputs x = det_gemm_inputs(op, in, false);
-    const gemm::Reduction red = reduction_for(path, op, ctx);
-    return Tensors{{"c", gemm::gemm(gemm::matrix(x.a), gemm::matrix(x.b), out_dtype(path), red, options(ctx))}};
+    const gemm::ConstMatrix a = gemm::matrix(x.a), b = gemm::matrix(x.b);
+    if (reference)
+      return Tensors{{"c", gemm::gemm(a, b, DType::kF32, gemm::fp32_chunked(), options(ctx))}};
+    const std::int64_t t = det_gemm_shards(op, ctx);
+    const std::int64_t M = a.rows, K = a.cols, N = b.cols;
+    std::vector<float> total(static_cast<std::size_t>(M * N), 0.0f);
+    for (std::int64_t r = 0; r < t; ++r) {
+      const std::int64_t lo = r * K / t, hi = (r + 1) * K / t;
+      const Tensor p = gemm::gemm(gemm::block(a, 0, M, lo, hi - lo), gemm::block(b, lo, hi - lo, 0, N),
+                                  DType::kF32, chain(hi - lo), options(ctx));
+      const float* pv = p.data<float>();
+      for (std::size_t i = 0; i < total.size(); ++i) total[i] = r == 0 ? pv[i] : total[i] + pv[i];
+    }
+    Tensor c(ctx.k_partial ? DType::kF32 : DType::kBF16, {M, N});
+    if (ctx.k_partial)
+      std::copy(total.begin(), total.end(), c.data<float>());
+    else
+      to_bf16(total, {c.data<bf16>(), total.size()});
+    return Tensors{{"c", std::move(c)}};
   });
 }
 
-Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx, Path path) {
+Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx, bool reference) {
   return guarded(op, [&] {
     const DetGemmInputs x = det_gemm_inputs(op, in, true);
-    const gemm::Reduction red = reduction_for(path, op, ctx);
     const gemm::ConstMatrix a = gemm::matrix(x.a), b = gemm::matrix(x.b), g = gemm::matrix(*x.dy);
-    Tensor da = gemm::gemm(g, gemm::transposed(b), out_dtype(path), red, options(ctx));  // over N
-    Tensor db = gemm::gemm(gemm::transposed(a), g, out_dtype(path), red, options(ctx));  // over M
+    const DType out = reference ? DType::kF32 : DType::kBF16;
+    const auto red = [&](std::int64_t length) { return reference ? gemm::fp32_chunked() : chain(length); };
+    Tensor da = gemm::gemm(g, gemm::transposed(b), out, red(b.cols), options(ctx));  // over N
+    Tensor db = gemm::gemm(gemm::transposed(a), g, out, red(a.rows), options(ctx));  // over M
     return Tensors{{"da", std::move(da)}, {"db", std::move(db)}};
   });
 }
@@ -88,8 +110,8 @@ class DetGemm final : public Op {
   std::vector<TensorDecl> gradients() const override {
     return {{"da", DType::kBF16}, {"db", DType::kBF16}};
   }
-  // Option B's mid split puts K/2 at the top of the tree, so two ranks of half K each give
-  // the tree's two halves and the bf16 all-reduce is its last merge (TP=2 == TP=1 bitwise).
+  // The declared K split: a rank's FP32 partial of its contiguous shard (ctx.k_partial), the
+  // partials added in rank order and rounded once, is the TP=1 result bit for bit.
   std::optional<KSplit> k_split() const override { return KSplit{"a", "b", "c"}; }
   OpWork work(const Tensors& in, bool backward) const override {
     const Tensor* a = find_tensor(in, "a");
@@ -100,16 +122,16 @@ class DetGemm final : public Op {
     return {{{m, k, n}, {k, n, m}}, 0.0};  // da = dy · bᵀ, db = aᵀ · dy
   }
   Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const override {
-    return forward(name(), in, ctx, Path::kReference);
+    return forward(name(), in, ctx, true);
   }
   Result<Tensors> reference_backward(const Tensors& in, const OpContext& ctx) const override {
-    return backward(name(), in, ctx, Path::kReference);
+    return backward(name(), in, ctx, true);
   }
   Result<Tensors> cpu_forward(const Tensors& in, const OpContext& ctx) const override {
-    return forward(name(), in, ctx, Path::kCandidate);
+    return forward(name(), in, ctx, false);
   }
   Result<Tensors> cpu_backward(const Tensors& in, const OpContext& ctx) const override {
-    return backward(name(), in, ctx, Path::kCandidate);
+    return backward(name(), in, ctx, false);
   }
 };
 

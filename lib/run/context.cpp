@@ -29,13 +29,14 @@ RunContext make_run_context(const Contract& contract, const Manifest& manifest,
         "ws1check_declarations.rms_norm_rounding: undeclared; using kernel order (upstream "
         "NativeRMSNormOp, spec §9.6)");
   }
-  if (auto ex = contract.accumulation_exception("det_gemm")) {
-    c.k_tree_leaf = ex->k_tree_leaf;
+  if (auto ex = contract.accumulation_exception("det_gemm")) c.k_tree_leaf = ex->k_tree_leaf;
+  if (d.det_gemm_k_split) {
+    c.k_shards = d.det_gemm_k_split->shards;
   } else {
-    c.k_tree_leaf = 32;
+    c.k_shards = 1;
     run.assumptions.push_back(
-        "ws1check_declarations.accumulation_exceptions.det_gemm: undeclared; using the upstream "
-        "kernel's K_TREE_LEAF = 32 (spec §9.2)");
+        "ws1check_declarations.det_gemm_k_split: undeclared; det_gemm's forward sums K in one "
+        "FP32 pass (no K split), so the tp transforms have no declared split to check");
   }
   return run;
 }

@@ -92,28 +92,63 @@ Tensor rounded(DType dtype, const Shape& shape, const std::vector<float>& values
   return t;
 }
 
-// tp2: the call as two ranks holding half of K each. Forward: the ranks' partial outputs summed
-// in FP32 in rank order and rounded once (a bf16 all-reduce). Backward: each rank's gradients
-// of its halves, concatenated along K; other gradients must agree between the ranks.
-Result<Tensors> invoke_k_split(Backend& backend, const Op& op, bool backward, const Tensors& in,
-                               const OpContext& ctx) {
+// How the tp2 transform's ranks combine, from the contract (DESIGN §3.1).
+enum class RankSum {
+  kFp32Partials,  // det_gemm_k_split.shards == 2: each rank's FP32 partial (k_partial), summed
+  kBf16Outputs,   // an Option B tree declared: each rank's bf16 result, summed in FP32
+};
+
+// Why tp2 has nothing to check under this contract, or nullopt with the ranks' sum.
+std::optional<std::string> tp2_undeclared(const RunContext& run, const Op& op, RankSum* sum) {
+  if (run.contract != nullptr && run.contract->accumulation_exception(op.name())) {
+    if (sum != nullptr) *sum = RankSum::kBf16Outputs;
+    return std::nullopt;
+  }
+  if (run.op_context.k_shards == 2) {
+    if (sum != nullptr) *sum = RankSum::kFp32Partials;
+    return std::nullopt;
+  }
+  return fmt::format(
+      "the contract declares {} (ws1check_declarations.det_gemm_k_split.shards): TP=2 equals TP=1 "
+      "bit for bit only where the kernel's declared split is the two ranks' shards",
+      run.op_context.k_shards == 1 ? std::string("no K split")
+                                   : fmt::format("a {}-shard K split", run.op_context.k_shards));
+}
+
+// tp2: the call as two ranks holding the contiguous halves [r*K/2, (r+1)*K/2) of K. Forward: the
+// ranks' partial outputs summed in FP32 in rank order and rounded once (the all-reduce); with
+// FP32 partials (k_partial) a rank must return float32, since a rank that rounds its partial
+// is the defect this checks. Backward: each rank's gradients of its halves, concatenated along
+// K; other gradients must agree between the ranks.
+Result<Tensors> invoke_k_split(const RunContext& run, Backend& backend, const Op& op, bool backward,
+                               const Tensors& in) {
   const KSplit split = *op.k_split();
+  RankSum sum = RankSum::kFp32Partials;
+  if (auto why = tp2_undeclared(run, op, &sum))
+    return bad_input(std::string(op.name()), "tp2", *why);
   const Tensor* lhs = find_tensor(in, split.lhs);
   const Tensor* rhs = find_tensor(in, split.rhs);
   if (lhs == nullptr || rhs == nullptr || lhs->dim() != 2 || rhs->dim() != 2)
     return bad_input(std::string(op.name()), split.lhs, "tp2 needs a rank-2 lhs and rhs");
-  const std::int64_t k = lhs->shape()[1], half = k / 2;
-  std::array<Tensors, 2> outs;
-  for (int r = 0; r < 2; ++r) {
+  constexpr std::int64_t kRanks = 2;
+  const std::int64_t k = lhs->shape()[1];
+  OpContext rank_ctx = run.op_context;
+  rank_ctx.k_partial = !backward && sum == RankSum::kFp32Partials;
+  std::array<Tensors, kRanks> outs;
+  for (std::int64_t r = 0; r < kRanks; ++r) {
+    const std::int64_t lo = r * k / kRanks, hi = (r + 1) * k / kRanks;
     Tensors part = in;
     for (NamedTensor& nt : part) {
-      if (nt.name == split.lhs) nt.tensor = lhs->slice(1, r * half, (r + 1) * half).contiguous();
-      if (nt.name == split.rhs) nt.tensor = rhs->slice(0, r * half, (r + 1) * half).contiguous();
+      if (nt.name == split.lhs) nt.tensor = lhs->slice(1, lo, hi).contiguous();
+      if (nt.name == split.rhs) nt.tensor = rhs->slice(0, lo, hi).contiguous();
     }
-    auto o = invoke(backend, op, backward, part, ctx);
+    auto o = invoke(backend, op, backward, part, rank_ctx);
     if (!o) return o.error();
     outs[static_cast<std::size_t>(r)] = std::move(o).value();
   }
+  DType out_dtype = DType::kBF16;
+  for (const TensorDecl& d : op.outputs())
+    if (d.name == split.out) out_dtype = d.candidate_dtype;
   Tensors merged;
   for (const NamedTensor& a : outs[0]) {
     const Tensor* b = find_tensor(outs[1], a.name);
@@ -121,19 +156,27 @@ Result<Tensors> invoke_k_split(Backend& backend, const Op& op, bool backward, co
     const int cat = a.name == "d" + split.lhs ? 1 : a.name == "d" + split.rhs ? 0 : -1;
     if (!backward && a.name == split.out) {
       if (b->shape() != a.tensor.shape() || b->dtype() != a.tensor.dtype())
-        return bad_input(std::string(op.name()), a.name, "the two ranks' outputs differ in shape");
+        return bad_input(std::string(op.name()), a.name, "the two ranks' outputs differ in shape or dtype");
+      if (rank_ctx.k_partial && a.tensor.dtype() != DType::kF32)
+        return bad_input(std::string(op.name()), a.name,
+                         fmt::format("a rank's partial (k_partial) is {}: the declared split adds "
+                                     "FP32 partials (det_gemm_k_split.partial_dtype float32), so a "
+                                     "rank must not round it",
+                                     dtype_contract_name(a.tensor.dtype())));
       std::vector<float> x = upcast(a.tensor), y = upcast(*b);
       for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
-      merged.push_back({a.name, rounded(a.tensor.dtype(), a.tensor.shape(), x)});
+      merged.push_back({a.name, rounded(out_dtype, a.tensor.shape(), x)});
     } else if (backward && cat >= 0 && a.tensor.dim() == 2 && b->dim() == 2 &&
                a.tensor.dtype() == b->dtype()) {
       Shape s = a.tensor.shape();
-      s[static_cast<std::size_t>(cat)] *= 2;
+      s[static_cast<std::size_t>(cat)] += b->shape()[static_cast<std::size_t>(cat)];
       Tensor t(a.tensor.dtype(), s);
+      std::int64_t at = 0;
       for (int r = 0; r < 2; ++r) {
         const Tensor& src = r == 0 ? a.tensor : *b;
         const std::int64_t n = src.shape()[static_cast<std::size_t>(cat)];
-        Tensor dst = t.slice(cat, r * n, (r + 1) * n);
+        Tensor dst = t.slice(cat, at, at + n);
+        at += n;
         const Tensor c = src.contiguous();
         // Row by row: dst is a view with the full tensor's row stride.
         const std::int64_t rows = c.shape()[0], cols = c.shape()[1];
@@ -167,7 +210,7 @@ ConfigResult run_config(const RunContext& run, Backend& backend, const Op& op, b
   for (std::size_t ci = 0; ci < plan.calls.size(); ++ci) {
     const Call& call = plan.calls[ci];
     const Tensors in = invariance::call_inputs(layout, canonical, tokens, call, plan.strided);
-    auto out = plan.k_split ? invoke_k_split(backend, op, backward, in, run.op_context)
+    auto out = plan.k_split ? invoke_k_split(run, backend, op, backward, in)
                             : invoke(backend, op, backward, in, run.op_context);
     if (!out) {
       res.failure = fmt::format("candidate failed on call {} of {}: {}", ci + 1, plan.calls.size(),
@@ -355,6 +398,8 @@ Result<std::vector<Cell>> run_invariance_cells(const RunContext& run, FixtureGen
     cell.id = fmt::format("{}/{}/{}/invariance/{}", run.expected_backend, contract_name(judgment),
                           op.name(), cell.transform);
     auto na = transform_not_applicable(op, t, direction);
+    if (!na && t == Transform::kTp2)
+      if (auto why = tp2_undeclared(run, op, nullptr)) na = NotApplicable{*why};
     if (!na && t == Transform::kBnPermuted && !m.permutation_enabled)
       na = NotApplicable{"the workload disables batch_permutation"};
     if (na) {

@@ -48,6 +48,8 @@ TEST_CASE("ws1-exec-v1: a request and its replies round-trip", "[exec][protocol]
   r.context.rms_norm_eps = 1e-6;
   r.context.rms_norm_order = RmsNormOrder::kHf;
   r.context.k_tree_leaf = 64;
+  r.context.k_shards = 4;
+  r.context.k_partial = true;
   r.context.ignore_index = -7;
   r.context.num_attention_heads = 32;
   auto m = parse_client_message(encode(r));
@@ -61,6 +63,8 @@ TEST_CASE("ws1-exec-v1: a request and its replies round-trip", "[exec][protocol]
   CHECK(back->context.rms_norm_eps == 1e-6);  // exact: shortest round-trip spelling
   CHECK(back->context.rms_norm_order == RmsNormOrder::kHf);
   CHECK(back->context.k_tree_leaf == 64);
+  CHECK(back->context.k_shards == 4);
+  CHECK(back->context.k_partial);
   CHECK(back->context.ignore_index == -7);
   CHECK(back->context.num_attention_heads == 32);
   CHECK(std::holds_alternative<Shutdown>(*parse_client_message(encode(Shutdown{}))));

@@ -240,29 +240,43 @@ std::vector<Case> cases() {
                "unknown declarations format"});
   c.push_back(
       {"decl_unknown_key", set(DE + "/extra", true), "ws1check_declarations.extra", "unknown key"});
-  c.push_back({"k_tree_leaf_zero", set(DE + "/accumulation_exceptions/det_gemm/k_tree_leaf", 0),
-               "ws1check_declarations.accumulation_exceptions.det_gemm.k_tree_leaf",
-               "positive integer"});
-  c.push_back({"k_tree_leaf_fraction",
-               set(DE + "/accumulation_exceptions/det_gemm/k_tree_leaf",
-                   num(DE + "/accumulation_exceptions/det_gemm/k_tree_leaf") + 0.5),
-               "ws1check_declarations.accumulation_exceptions.det_gemm.k_tree_leaf",
-               "must be an integer"});
-  c.push_back({"k_tree_leaf_string",
-               set(DE + "/accumulation_exceptions/det_gemm/k_tree_leaf",
-                   val(DE + "/accumulation_exceptions/det_gemm/k_tree_leaf").dump()),
-               "ws1check_declarations.accumulation_exceptions.det_gemm.k_tree_leaf",
+  // An Option B exception (a user's choice; the shipped contract declares none) with one field
+  // broken at a time.
+  const auto with_exception = [](const std::string& field, ojson v) {
+    return edit([field, v](ojson& d) {
+      ojson e = {{"leaf_accumulation_dtype", "float32"}, {"k_tree_leaf", 32},
+                 {"split", "mid = lo + (hi-lo)/2"}, {"merge_dtype", "bfloat16"},
+                 {"output_dtype", "bfloat16"}, {"rationale", "spec 9.2 Option B"}};
+      if (field == "rename") {
+        d[Ptr(DE + "/accumulation_exceptions/gemm")] = e;
+        return;
+      }
+      e[field] = v;
+      d[Ptr(DE + "/accumulation_exceptions/det_gemm")] = e;
+    });
+  };
+  const std::string EX = "ws1check_declarations.accumulation_exceptions.det_gemm";
+  c.push_back({"k_tree_leaf_zero", with_exception("k_tree_leaf", 0), EX + ".k_tree_leaf", "positive integer"});
+  c.push_back({"k_tree_leaf_fraction", with_exception("k_tree_leaf", 32.5), EX + ".k_tree_leaf", "must be an integer"});
+  c.push_back({"k_tree_leaf_string", with_exception("k_tree_leaf", "32"), EX + ".k_tree_leaf",
                "must be an integer, got string"});
-  c.push_back({"split_unknown", set(DE + "/accumulation_exceptions/det_gemm/split", "left fold"),
-               "ws1check_declarations.accumulation_exceptions.det_gemm.split", "unknown split"});
-  c.push_back(
-      {"exception_unknown_op",
-       set(DE + "/accumulation_exceptions/gemm", val(DE + "/accumulation_exceptions/det_gemm")),
-       "ws1check_declarations.accumulation_exceptions.gemm", "unknown op"});
-  c.push_back({"exception_output_contradicts",
-               set(DE + "/accumulation_exceptions/det_gemm/output_dtype", "float32"),
-               "ws1check_declarations.accumulation_exceptions.det_gemm.output_dtype",
+  c.push_back({"split_unknown", with_exception("split", "left fold"), EX + ".split", "unknown split"});
+  c.push_back({"exception_unknown_op", with_exception("rename", nullptr),
+               "ws1check_declarations.accumulation_exceptions.gemm", "unknown op"});
+  c.push_back({"exception_output_contradicts", with_exception("output_dtype", "float32"), EX + ".output_dtype",
                "contradicts policy.output_dtype.default"});
+  // det_gemm_k_split.
+  const std::string KS = DE + "/det_gemm_k_split";
+  c.push_back({"k_shards_zero", set(KS + "/shards", 0), "ws1check_declarations.det_gemm_k_split.shards",
+               "from 1 to 64"});
+  c.push_back({"k_shards_fraction", set(KS + "/shards", 2.5), "ws1check_declarations.det_gemm_k_split.shards",
+               "must be an integer"});
+  c.push_back({"k_split_layout", set(KS + "/shard_layout", "strided"),
+               "ws1check_declarations.det_gemm_k_split.shard_layout", "unknown shard layout"});
+  c.push_back({"k_split_bf16_partials", set(KS + "/partial_dtype", "bfloat16"),
+               "ws1check_declarations.det_gemm_k_split.partial_dtype", "unknown partial dtype"});
+  c.push_back({"k_split_missing_rationale", erase(KS + "/rationale"),
+               "ws1check_declarations.det_gemm_k_split.rationale", "missing required key"});
   c.push_back({"rounding_order_unknown", set(DE + "/rms_norm_rounding/order", "fast"),
                "ws1check_declarations.rms_norm_rounding.order", "unknown rounding order"});
   c.push_back({"rounding_alternative_repeats_order",

@@ -63,8 +63,8 @@ def main():
     if "ws1check_declarations" in docs[0]:
         de = lambda d: d["ws1check_declarations"]
         bad.update({
-            "k_tree_leaf 0": edit(lambda d: de(d)["accumulation_exceptions"]["det_gemm"].__setitem__(
-                "k_tree_leaf", 0)),
+            "k_shards 0": edit(lambda d: de(d)["det_gemm_k_split"].__setitem__("shards", 0)),
+            "bf16 partials": edit(lambda d: de(d)["det_gemm_k_split"].__setitem__("partial_dtype", "bfloat16")),
             "unknown rounding order": edit(lambda d: de(d)["rms_norm_rounding"].__setitem__("order", "fast")),
             "unknown nan policy": edit(lambda d: de(d)["invariance"].__setitem__("nan_policy", "ignore")),
             "unknown op": edit(lambda d: de(d)["op_classes"].__setitem__("rmsnorm", "reduction")),

@@ -1,11 +1,16 @@
-// det_gemm: the FP32 reference against PyTorch float64; the cpu_bf16 candidate against an
-// independent, literal implementation of the declared tree (bit for bit); the tp2 identity;
-// batch invariance; the shared GEMM helper's kernels; and the planted Option-A defect.
+// det_gemm (Option A, DESIGN §3.1): the FP32 reference against PyTorch float64; the cpu_bf16
+// candidate against an independent, literal implementation of the declared order (per shard an
+// FP32 fma chain from zero, shard partials added in order, one rounding), bit for bit; the tp2
+// identity with FP32 partials; batch invariance; accuracy on the fixtures that were red under
+// Option B; the shared GEMM helper's kernels; and the planted defects (BF16 tree nodes, a split
+// chosen by M, TP partials rounded to bf16, TF32), each red where it should be.
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <functional>
 #include <random>
+#include <bit>
+#include <cstring>
 
 #include "gemm_cpu.hpp"
 #include "op_test_support.hpp"
@@ -23,61 +28,43 @@ const Op& op() {
   return *o;
 }
 
-// The leaf width the contract declares (never a literal in the test).
-std::int64_t contract_leaf() {
-  const auto ex = contract().accumulation_exception("det_gemm");
-  REQUIRE(ex.has_value());
-  return ex->k_tree_leaf;
+// The shard count the shipped contract declares (never a literal in the test).
+std::int64_t contract_shards() {
+  const auto& d = contract().declarations.det_gemm_k_split;
+  REQUIRE(d.has_value());
+  return d->shards;
 }
 
-OpContext ctx_with_leaf() {
+OpContext declared_context() {
   OpContext ctx = default_context();
-  ctx.k_tree_leaf = contract_leaf();
+  ctx.k_shards = contract_shards();
   return ctx;
 }
 
 const std::map<std::string, std::string> kRename = {{"in.A", "a"}, {"in.B", "b"}, {"dy.C", "dy.c"}};
 
-// ---- An independent, literal implementation of the declared tree (spec §9.2 k_tree_naive) ----
-// x(k) * y(k) summed over [lo, hi): slow, recursive, one output at a time.
-using Elem = std::function<float(std::int64_t)>;
-
-float tree_sum(const Elem& x, const Elem& y, std::int64_t lo, std::int64_t hi, std::int64_t leaf) {
-  if (hi - lo <= leaf) {
-    float acc = 0.0f;
-    for (std::int64_t k = lo; k < hi; ++k) acc = std::fma(x(k), y(k), acc);
-    return round_bf16(acc);
-  }
-  const std::int64_t mid = lo + (hi - lo) / 2;
-  return round_bf16(tree_sum(x, y, lo, mid, leaf) + tree_sum(x, y, mid, hi, leaf));
-}
-
-// PLANTED DEFECT (spec §9.2 Option A used where Option B is declared): the same tree with FP32
-// merges and unrounded leaves, one rounding at the output.
-float option_a_sum(const Elem& x, const Elem& y, std::int64_t lo, std::int64_t hi, std::int64_t leaf) {
-  if (hi - lo <= leaf) {
-    float acc = 0.0f;
-    for (std::int64_t k = lo; k < hi; ++k) acc = std::fma(x(k), y(k), acc);
-    return acc;
-  }
-  const std::int64_t mid = lo + (hi - lo) / 2;
-  return option_a_sum(x, y, lo, mid, leaf) + option_a_sum(x, y, mid, hi, leaf);
-}
-
-using SumFn = std::function<float(const Elem&, const Elem&, std::int64_t, std::int64_t, std::int64_t)>;
-
-// c[m,n] = sum over k of a[m,k] * b[k,n] by `sum`, as a bf16 tensor. a [M,K], b [K,N] float.
-Tensor slow_gemm(const std::vector<float>& a, const std::vector<float>& b, std::int64_t M,
-                 std::int64_t K, std::int64_t N, std::int64_t leaf, const SumFn& sum) {
-  std::vector<float> c(static_cast<std::size_t>(M * N));
+// ---- An independent, literal implementation of the declared order ----------------------------
+// out[m][n] = sum over k < K of x[m*K + k] * y[k*N + n], float buffers: per shard
+// [r*K/t, (r+1)*K/t) an fma chain from 0.0f in increasing k; total = p0, then total + p_r.
+std::vector<float> declared_sum(const std::vector<float>& x, const std::vector<float>& y,
+                                std::int64_t M, std::int64_t K, std::int64_t N, std::int64_t t) {
+  std::vector<float> out(static_cast<std::size_t>(M * N));
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t n = 0; n < N; ++n) {
-      const Elem x = [&](std::int64_t k) { return a[m * K + k]; };
-      const Elem y = [&](std::int64_t k) { return b[k * N + n]; };
-      c[m * N + n] = sum(x, y, 0, K, leaf);
+      float total = 0.0f;
+      for (std::int64_t r = 0; r < t; ++r) {
+        float p = 0.0f;
+        for (std::int64_t k = r * K / t; k < (r + 1) * K / t; ++k) p = std::fma(x[m * K + k], y[k * N + n], p);
+        total = r == 0 ? p : total + p;
+      }
+      out[static_cast<std::size_t>(m * N + n)] = total;
     }
-  Tensor t(DType::kBF16, {M, N});
-  for (std::size_t i = 0; i < c.size(); ++i) t.data<std::uint16_t>()[i] = to_bf16(c[i]).bits;
+  return out;
+}
+
+Tensor bf16_of(const std::vector<float>& v, Shape shape) {
+  Tensor t(DType::kBF16, std::move(shape));
+  for (std::size_t i = 0; i < v.size(); ++i) t.data<std::uint16_t>()[i] = to_bf16(v[i]).bits;
   return t;
 }
 
@@ -89,15 +76,77 @@ std::vector<float> transpose(const std::vector<float>& v, std::int64_t R, std::i
   return t;
 }
 
-// bf16(float(x) + float(y)) elementwise: the tp2 combination of two half-K results.
-Tensor tp2_combine(const Tensor& x, const Tensor& y) {
-  const std::vector<float> fx = floats(x), fy = floats(y);
-  Tensor t(DType::kBF16, x.shape());
-  for (std::size_t i = 0; i < fx.size(); ++i) t.data<std::uint16_t>()[i] = to_bf16(fx[i] + fy[i]).bits;
-  return t;
+Tensors inputs(const Tensor& a, const Tensor& b) { return {{"a", a}, {"b", b}}; }
+
+// bf16(p0 + p1 + ...) of FP32 partials, in order: the all-reduce of the tp transform.
+Tensor all_reduce(const std::vector<Tensor>& partials) {
+  std::vector<float> total = floats(partials.front());
+  for (std::size_t r = 1; r < partials.size(); ++r) {
+    const std::vector<float> p = floats(partials[r]);
+    for (std::size_t i = 0; i < total.size(); ++i) total[i] += p[i];
+  }
+  return bf16_of(total, partials.front().shape());
 }
 
-Tensors inputs(const Tensor& a, const Tensor& b) { return {{"a", a}, {"b", b}}; }
+// The rank partials of c = a b over t contiguous K shards, each a k_partial call.
+std::vector<Tensor> rank_partials(const Tensor& a, const Tensor& b, std::int64_t t,
+                                  const std::function<Result<Tensors>(const Tensors&, const OpContext&)>& fwd) {
+  OpContext rank = declared_context();
+  rank.k_partial = true;
+  const std::int64_t K = a.shape()[1];
+  std::vector<Tensor> out;
+  for (std::int64_t r = 0; r < t; ++r) {
+    const std::int64_t lo = r * K / t, hi = (r + 1) * K / t;
+    out.push_back(get(fwd(inputs(a.slice(1, lo, hi), b.slice(0, lo, hi)), rank), "c"));
+  }
+  return out;
+}
+
+Result<Tensors> candidate_forward(const Tensors& in, const OpContext& ctx) { return op().cpu_forward(in, ctx); }
+
+// ---- Planted defects ----------------------------------------------------------------------
+namespace g = ops::gemm;
+
+// PLANTED: Option B's BF16 tree nodes (FP32 leaves of 32 rounded to bf16, bf16 merges).
+Result<Tensors> planted_bf16_tree(const Tensors& in, const OpContext&) {
+  const Tensor& a = *find_tensor(in, "a");
+  const Tensor& b = *find_tensor(in, "b");
+  return Tensors{{"c", g::gemm(g::matrix(a), g::matrix(b), DType::kBF16, g::bf16_tree(32), {})}};
+}
+
+// PLANTED: TP partials rounded to bf16 before the sum (kept as float32, so the dtype check
+// alone cannot see it).
+Result<Tensors> planted_rounded_partials(const Tensors& in, const OpContext& ctx) {
+  auto out = op().cpu_forward(in, ctx);
+  if (!out || !ctx.k_partial) return out;
+  Tensor& c = (*out)[0].tensor;
+  float* p = c.data<float>();
+  for (std::int64_t i = 0; i < c.numel(); ++i) p[i] = round_bf16(p[i]);
+  return out;
+}
+
+// PLANTED: a split-K chosen by M (small calls cut K into 4 FP32 partials, as a decode path
+// tuned for occupancy would).
+Result<Tensors> planted_split_by_m(const Tensors& in, const OpContext& ctx) {
+  OpContext c = ctx;
+  if (find_tensor(in, "a")->shape()[0] < 64) c.k_shards = 4;
+  return op().cpu_forward(in, c);
+}
+
+// "TF32 on": the operands rounded to TF32 (10 explicit mantissa bits) before the product.
+Result<Tensors> tf32_operands(const Tensors& in, const OpContext& ctx) {
+  Tensors t = in;
+  for (auto& nt : t) {
+    std::vector<float> v = floats(nt.tensor);
+    for (float& x : v) {
+      auto u = std::bit_cast<std::uint32_t>(x);
+      u = (u + 0x0FFFu + ((u >> 13) & 1u)) & ~0x1FFFu;  // RNE to 10 bits
+      x = std::bit_cast<float>(u);
+    }
+    nt.tensor = bf16_of(v, nt.tensor.shape());  // bf16 holds every value exactly: see the test
+  }
+  return op().cpu_forward(t, ctx);
+}
 
 }  // namespace
 
@@ -108,7 +157,7 @@ TEST_CASE("det_gemm reference agrees with PyTorch float64 within the float32 row
     return;
   }
   const Tensors in = oracle_inputs(*f, kRename);
-  const OpContext ctx = ctx_with_leaf();
+  const OpContext ctx = declared_context();
   const auto fwd = op().reference_forward(in, ctx);
   const Tensor& c = get(fwd, "c");
   CHECK(c.dtype() == DType::kF32);  // spec §3.1 condition 4, §11.1 item 2: the gold is FP32
@@ -129,12 +178,11 @@ TEST_CASE("det_gemm reference agrees with PyTorch float64 within the float32 row
   CHECK(gb.max_abs < bf16_atol / 100);
 }
 
-TEST_CASE("det_gemm candidate is the declared tree bit for bit (independent implementation)", "[ops][det_gemm]") {
-  const std::int64_t leaf = contract_leaf();
-  const OpContext ctx = ctx_with_leaf();
-  SECTION("oracle inputs, forward and both gradients") {
+TEST_CASE("det_gemm candidate is the declared Option A order bit for bit (independent implementation)", "[ops][det_gemm]") {
+  SECTION("oracle inputs, forward and both gradients, the declared split") {
     auto f = oracle("det_gemm");
     if (!f) return;
+    const OpContext ctx = declared_context();
     const Tensors in = oracle_inputs(*f, kRename);
     const Tensor& a = *find_tensor(in, "a");
     const Tensor& b = *find_tensor(in, "b");
@@ -143,57 +191,54 @@ TEST_CASE("det_gemm candidate is the declared tree bit for bit (independent impl
     const auto fa = floats(a), fb = floats(b), fdy = floats(dy);
     const auto fwd = op().cpu_forward(in, ctx);
     CHECK(get(fwd, "c").dtype() == DType::kBF16);
-    CHECK(bits_equal(get(fwd, "c"), slow_gemm(fa, fb, M, K, N, leaf, tree_sum)));
+    CHECK(bits_equal(get(fwd, "c"), bf16_of(declared_sum(fa, fb, M, K, N, ctx.k_shards), {M, N})));
     const auto bwd = op().cpu_backward(in, ctx);
-    // da = dy @ b^T: the tree over N; db = a^T @ dy: the tree over M.
-    CHECK(bits_equal(get(bwd, "da"), slow_gemm(fdy, transpose(fb, K, N), M, N, K, leaf, tree_sum)));
-    CHECK(bits_equal(get(bwd, "db"), slow_gemm(transpose(fa, M, K), fdy, K, M, N, leaf, tree_sum)));
+    // da = dy @ b^T over N, db = a^T @ dy over M: one chain each (no split in the backward).
+    CHECK(bits_equal(get(bwd, "da"), bf16_of(declared_sum(fdy, transpose(fb, K, N), M, N, K, 1), {M, K})));
+    CHECK(bits_equal(get(bwd, "db"), bf16_of(declared_sum(transpose(fa, M, K), fdy, K, M, N, 1), {K, N})));
   }
-  SECTION("reduction lengths around the leaf and uneven splits") {
-    for (const std::int64_t K : std::vector<std::int64_t>{1, leaf - 1, leaf, leaf + 1, 3 * leaf + 5, 1000, 4095}) {
-      CAPTURE(K);
-      const std::int64_t M = 7, N = 19;  // not multiples of the kernel's tile
-      const Tensor a = randn_bf16({M, K}, 11 + static_cast<std::uint64_t>(K));
-      const Tensor b = randn_bf16({K, N}, 12 + static_cast<std::uint64_t>(K));
-      const Tensor dy = randn_bf16({M, N}, 13 + static_cast<std::uint64_t>(K));
-      const auto fa = floats(a), fb = floats(b), fdy = floats(dy);
-      CHECK(bits_equal(get(op().cpu_forward(inputs(a, b), ctx), "c"), slow_gemm(fa, fb, M, K, N, leaf, tree_sum)));
-      Tensors in = inputs(a, b);
-      in.push_back({"dy.c", dy});
-      const auto bwd = op().cpu_backward(in, ctx);
-      CHECK(bits_equal(get(bwd, "da"), slow_gemm(fdy, transpose(fb, K, N), M, N, K, leaf, tree_sum)));
-      CHECK(bits_equal(get(bwd, "db"), slow_gemm(transpose(fa, M, K), fdy, K, M, N, leaf, tree_sum)));
+  SECTION("shard counts 1, 2, 3, 8 and uneven shards; k_partial returns the FP32 partial") {
+    for (const std::int64_t t : {1, 2, 3, 8}) {
+      for (const std::int64_t K : {1, 7, 33, 1000, 4095}) {
+        CAPTURE(t, K);
+        const std::int64_t M = 7, N = 19;
+        const Tensor a = randn_bf16({M, K}, 11 + static_cast<std::uint64_t>(K));
+        const Tensor b = randn_bf16({K, N}, 12 + static_cast<std::uint64_t>(K));
+        OpContext ctx = declared_context();
+        ctx.k_shards = t;
+        const auto want = declared_sum(floats(a), floats(b), M, K, N, t);
+        CHECK(bits_equal(get(op().cpu_forward(inputs(a, b), ctx), "c"), bf16_of(want, {M, N})));
+        ctx.k_partial = true;  // one chain over the whole K, float32, whatever k_shards says
+        const Tensor p = get(op().cpu_forward(inputs(a, b), ctx), "c");
+        CHECK(p.dtype() == DType::kF32);
+        const auto chain = declared_sum(floats(a), floats(b), M, K, N, 1);
+        CHECK(std::memcmp(p.data<float>(), chain.data(), chain.size() * sizeof(float)) == 0);
+      }
     }
   }
 }
 
-TEST_CASE("det_gemm tp2: a contiguous half-K GEMM is one child of the tree", "[ops][det_gemm]") {
-  const OpContext ctx = ctx_with_leaf();
-  auto tp2_holds = [&](const Tensor& a, const Tensor& b) {
-    const std::int64_t K = a.shape()[1], h = K / 2;
+TEST_CASE("det_gemm tp: FP32 rank partials added in rank order equal TP=1 bit for bit", "[ops][det_gemm]") {
+  for (const std::int64_t t : {2, 4, 8}) {
+    CAPTURE(t);
+    OpContext ctx = declared_context();
+    ctx.k_shards = t;
+    const Tensor a = randn_bf16({9, 4096}, 21), b = randn_bf16({4096, 40}, 22);
     const Tensor full = get(op().cpu_forward(inputs(a, b), ctx), "c");
-    // The halves are strided views of the same storage (the layout transform for free).
-    const Tensor lo = get(op().cpu_forward(inputs(a.slice(1, 0, h), b.slice(0, 0, h)), ctx), "c");
-    const Tensor hi = get(op().cpu_forward(inputs(a.slice(1, h, K), b.slice(0, h, K)), ctx), "c");
-    return bits_equal(full, tp2_combine(lo, hi));
-  };
-  SECTION("K = 4096 (the real width), synthetic and oracle inputs") {
-    CHECK(tp2_holds(randn_bf16({9, 4096}, 21), randn_bf16({4096, 40}, 22)));
-    if (auto f = oracle("det_gemm")) {
-      const Tensors in = oracle_inputs(*f, kRename);
-      CHECK(tp2_holds(*find_tensor(in, "a"), *find_tensor(in, "b")));
-    }
+    CHECK(bits_equal(full, all_reduce(rank_partials(a, b, t, candidate_forward))));
   }
-  SECTION("any K above the leaf: the split depends only on hi - lo") {
-    for (const std::int64_t K : {std::int64_t{1000}, std::int64_t{4095}, contract_leaf() + 1}) {
-      CAPTURE(K);
-      CHECK(tp2_holds(randn_bf16({5, K}, 23), randn_bf16({K, 17}, 24)));
-    }
+  if (auto f = oracle("det_gemm")) {
+    const Tensors in = oracle_inputs(*f, kRename);
+    const Tensor& a = *find_tensor(in, "a");
+    const Tensor& b = *find_tensor(in, "b");
+    const OpContext ctx = declared_context();
+    CHECK(bits_equal(get(op().cpu_forward(in, ctx), "c"),
+                     all_reduce(rank_partials(a, b, ctx.k_shards, candidate_forward))));
   }
 }
 
 TEST_CASE("det_gemm candidate: deterministic, rows independent of M, threads and layout", "[ops][det_gemm]") {
-  OpContext ctx = ctx_with_leaf();
+  OpContext ctx = declared_context();
   const std::int64_t M = 59, K = 4096, N = 384;  // primary M and K; N cut for test time
   const Tensor a = randn_bf16({M, K}, 31), b = randn_bf16({K, N}, 32), dy = randn_bf16({M, N}, 33);
   Tensors in = inputs(a, b);
@@ -233,7 +278,7 @@ TEST_CASE("det_gemm candidate: deterministic, rows independent of M, threads and
 }
 
 TEST_CASE("det_gemm candidate is accurate against the FP32 reference (bf16 rows)", "[ops][det_gemm]") {
-  const OpContext ctx = ctx_with_leaf();
+  const OpContext ctx = declared_context();
   auto judge_all = [&](const Tensors& in) {
     const auto fwd_tol = tolerance(Judgment::kForwardAccuracy, "det_gemm", ContractDType::kBFloat16);
     const auto grad_tol = tolerance(Judgment::kGradientAccuracy, "det_gemm", ContractDType::kBFloat16);
@@ -256,89 +301,45 @@ TEST_CASE("det_gemm candidate is accurate against the FP32 reference (bf16 rows)
   }
 }
 
-// A finding about the declared semantics, not about this implementation (D11): with standard
-// normal a and b the partial sums reach |~45| before the root, where a bf16 merge rounds by up
-// to 0.125 — more than the reduction row's atol (read from the contract) allows for outputs
-// near zero. Against the FP32 gold (spec §11.1 item 2) Option B is red at this scale while the
-// same tree with FP32 merges (Option A) is green, forward and for da (which reduces over N).
-// At a trained projection weight's scale — b ~ N(0,1) x 2^-round(log2 sqrt K), the det_gemm
-// fixtures' scale (docs/fixtures.md §4) — Option B is green, forward and backward.
-namespace {
-
-struct DetGemmVerdicts {
-  ws1::AccuracyTensor c, da, db;
-};
-
-// Judges `c` (and, with dy, da and db) of the candidate computed with `red` against the FP32
-// reference, under the contract's bf16 reduction rows.
-DetGemmVerdicts judge_with(const Tensor& a, const Tensor& b, const Tensor& dy,
-                           const ops::gemm::Reduction& red) {
-  const OpContext ctx = ctx_with_leaf();
-  Tensors in = inputs(a, b);
-  in.push_back({"dy.c", dy});
+TEST_CASE("det_gemm at unit scale and on an outlier channel: Option A is within the bf16 rows, Option B is not", "[ops][det_gemm][planted]") {
+  // Standard normal a and b: partial sums reach |~45| before the root, where a bf16 node rounds
+  // by up to 0.125, more than the reduction row allows for outputs near zero (D11). The
+  // declared candidate keeps every partial in FP32.
+  const std::int64_t M = 59, K = 4096, N = 512;
+  Tensor a = randn_bf16({M, K}, 71);
+  const Tensor b = randn_bf16({K, N}, 72), dy = randn_bf16({M, N}, 73);
+  // One outlier channel of a (x 64): the fixture that was red under Option B.
+  for (std::int64_t m = 0; m < M; ++m) {
+    auto* p = a.data<std::uint16_t>() + m * K + 17;
+    *p = to_bf16(from_bf16(bf16{*p}) * 64.0f).bits;
+  }
+  const OpContext ctx = declared_context();
   const auto fwd_tol = tolerance(Judgment::kForwardAccuracy, "det_gemm", ContractDType::kBFloat16);
   const auto grad_tol = tolerance(Judgment::kGradientAccuracy, "det_gemm", ContractDType::kBFloat16);
+  Tensors in = inputs(a, b);
+  in.push_back({"dy.c", dy});
   const Tensor ref = get(op().reference_forward(in, ctx), "c");
   const auto rb = op().reference_backward(in, ctx);
-  namespace g = ops::gemm;
-  const Tensor c = g::gemm(g::matrix(a), g::matrix(b), DType::kBF16, red, {});
-  const Tensor da = g::gemm(g::matrix(dy), g::transposed(g::matrix(b)), DType::kBF16, red, {});
-  const Tensor db = g::gemm(g::transposed(g::matrix(a)), g::matrix(dy), DType::kBF16, red, {});
+  const auto cb = op().cpu_backward(in, ctx);
   auto judged = [](const Result<AccuracyTensor>& r) {
     REQUIRE(r.ok());
     return *r;
   };
-  return {judged(judge_accuracy(contract(), "det_gemm", "c", c, ref, fwd_tol)),
-          judged(judge_accuracy(contract(), "det_gemm", "da", da, get(rb, "da"), grad_tol)),
-          judged(judge_accuracy(contract(), "det_gemm", "db", db, get(rb, "db"), grad_tol))};
-}
-
-std::string summary(const ws1::AccuracyTensor& t) {
-  return t.name + " " + std::to_string(t.violations) + "/" + std::to_string(t.numel) +
-         " over, max abs " + std::to_string(t.abs_error.max) + ", worst |err|/allowed " +
-         std::to_string(t.worst ? t.worst->margin : 0.0);
-}
-
-}  // namespace
-
-TEST_CASE("det_gemm at unit scale: bf16 merges exceed the bf16 row, FP32 merges do not", "[ops][det_gemm]") {
-  const std::int64_t M = 59, K = 4096, N = 512;  // primary M and K; N cut for test time
-  const Tensor a = randn_bf16({M, K}, 71), b = randn_bf16({K, N}, 72), dy = randn_bf16({M, N}, 73);
-  const OpContext ctx = ctx_with_leaf();
-  // The candidate is the declared tree (checked bit for bit above): judge the op's own output.
-  const Tensor tree = get(op().cpu_forward(inputs(a, b), ctx), "c");
-  const DetGemmVerdicts option_b = judge_with(a, b, dy, ops::gemm::bf16_tree(contract_leaf()));
-  const DetGemmVerdicts option_a = judge_with(a, b, dy, ops::gemm::fp32_tree(contract_leaf()));
-  CHECK(bits_equal(tree, ops::gemm::gemm(ops::gemm::matrix(a), ops::gemm::matrix(b), DType::kBF16,
-                                         ops::gemm::bf16_tree(contract_leaf()), {})));
-  CHECK(option_b.c.violations > 0);
-  CHECK(option_b.da.violations > 0);
-  CHECK(option_b.c.worst->margin > 1);
-  CHECK(passed(option_a.c));
-  CHECK(passed(option_a.da));
-  CHECK(passed(option_a.db));
-  WARN("unit-scale b, bf16 rows: Option B (declared) " << summary(option_b.c) << "; "
-       << summary(option_b.da) << "; " << summary(option_b.db) << " | Option A (FP32 merges) "
-       << summary(option_a.c) << "; " << summary(option_a.da) << "; " << summary(option_a.db));
-}
-
-TEST_CASE("det_gemm at the fixtures' weight scale: the declared tree is within the bf16 rows", "[ops][det_gemm]") {
-  const std::int64_t M = 59, K = 4096, N = 512;
-  // 2^-round(log2 sqrt K), written here from its definition (docs/fixtures.md §4), not taken
-  // from the catalogue's code.
-  const auto scale = static_cast<float>(std::exp2(-std::round(std::log2(std::sqrt(static_cast<double>(K))))));
-  REQUIRE(scale == 0x1p-6f);
-  const Tensor a = randn_bf16({M, K}, 71), b = randn_bf16({K, N}, 72, scale), dy = randn_bf16({M, N}, 73);
-  const DetGemmVerdicts option_b = judge_with(a, b, dy, ops::gemm::bf16_tree(contract_leaf()));
-  CHECK(passed(option_b.c));
-  CHECK(passed(option_b.da));
-  CHECK(passed(option_b.db));
-  WARN("b x 2^-6, bf16 rows: Option B (declared) " << summary(option_b.c) << "; "
-       << summary(option_b.da) << "; " << summary(option_b.db));
+  const auto good_c = judged(judge_accuracy(contract(), "det_gemm", "c", get(op().cpu_forward(in, ctx), "c"), ref, fwd_tol));
+  const auto good_da = judged(judge_accuracy(contract(), "det_gemm", "da", get(cb, "da"), get(rb, "da"), grad_tol));
+  const auto good_db = judged(judge_accuracy(contract(), "det_gemm", "db", get(cb, "db"), get(rb, "db"), grad_tol));
+  CHECK(passed(good_c));
+  CHECK(passed(good_da));
+  CHECK(passed(good_db));
+  const auto bad_c = judged(judge_accuracy(contract(), "det_gemm", "c", get(planted_bf16_tree(in, ctx), "c"), ref, fwd_tol));
+  CHECK_FALSE(passed(bad_c));
+  CHECK(bad_c.worst->margin > 1);
+  WARN("unit scale + outlier channel, bf16 rows: Option A worst |err|/allowed " << good_c.worst->margin
+       << " (c), BF16 tree nodes " << bad_c.worst->margin << " (c, " << bad_c.violations << " over)");
 }
 
 TEST_CASE("det_gemm refuses inputs that do not fit", "[ops][det_gemm]") {
-  const OpContext ctx = ctx_with_leaf();
+  const OpContext ctx = declared_context();
   const Tensor a(DType::kBF16, {4, 64}), b(DType::kBF16, {64, 8});
   auto msg = [](const Result<Tensors>& r) {
     REQUIRE_FALSE(r.ok());
@@ -356,8 +357,8 @@ TEST_CASE("det_gemm refuses inputs that do not fit", "[ops][det_gemm]") {
   CHECK(msg(op().cpu_backward({{"a", a}, {"b", b}}, ctx)).find("det_gemm: dy.c: missing input") !=
         std::string::npos);
   OpContext bad = ctx;
-  bad.k_tree_leaf = 0;
-  CHECK(msg(op().cpu_forward({{"a", a}, {"b", b}}, bad)).find("det_gemm: k_tree_leaf") != std::string::npos);
+  bad.k_shards = 0;
+  CHECK(msg(op().cpu_forward({{"a", a}, {"b", b}}, bad)).find("det_gemm: k_shards") != std::string::npos);
 }
 
 // ---- The shared GEMM helper -------------------------------------------------------------------
@@ -423,58 +424,56 @@ TEST_CASE("gemm_cpu: the FP32 fold is the literal chunked loop; K = 0 gives zero
 
 // ---- Planted defect ---------------------------------------------------------------------------
 
-TEST_CASE("det_gemm planted defect: FP32 merges (Option A) break the declared tree and tp2", "[ops][det_gemm][planted]") {
-  const std::int64_t leaf = contract_leaf();
-  const OpContext ctx = ctx_with_leaf();
-  auto f = oracle("det_gemm");
-  // Oracle inputs when present, else synthetic ones of the same widths.
-  Tensors in;
-  if (f)
-    in = oracle_inputs(*f, kRename);
-  else
-    in = {{"a", randn_bf16({8, 4096}, 61)}, {"b", randn_bf16({4096, 128}, 62, 0.02f)}};
-  const Tensor& a = *find_tensor(in, "a");
-  const Tensor& b = *find_tensor(in, "b");
-  const std::int64_t M = a.shape()[0], K = a.shape()[1], N = b.shape()[1], h = K / 2;
-  const auto fa = floats(a), fb = floats(b);
-  const Tensor declared = slow_gemm(fa, fb, M, K, N, leaf, tree_sum);
-  const Tensor defect = slow_gemm(fa, fb, M, K, N, leaf, option_a_sum);
-  const Tensor candidate = get(op().cpu_forward(in, ctx), "c");
-
-  // 1. The declared-tree check (bitwise): green for the candidate, red for the defect.
-  const BitwiseTensor good = judge_bitwise("c", candidate, declared, NanPolicy::kFail);
-  const BitwiseTensor bad = judge_bitwise("c", defect, declared, NanPolicy::kFail);
-  CHECK(passed(good));
-  CHECK_FALSE(passed(bad));
-  CHECK(bad.mismatches > 0);
-  WARN("Option A vs declared tree: " << bad.mismatches << " of " << M * N << " elements differ");
-
-  // 2. The tp2 identity: holds for the candidate (previous test), fails for the defect.
-  const auto half = [&](std::int64_t k0, std::int64_t k1) {
-    std::vector<float> ha, hb;
-    for (std::int64_t m = 0; m < M; ++m)
-      for (std::int64_t k = k0; k < k1; ++k) ha.push_back(fa[m * K + k]);
-    for (std::int64_t k = k0; k < k1; ++k)
-      for (std::int64_t n = 0; n < N; ++n) hb.push_back(fb[k * N + n]);
-    return slow_gemm(ha, hb, M, k1 - k0, N, leaf, option_a_sum);
-  };
-  const BitwiseTensor tp2 = judge_bitwise("c", defect, tp2_combine(half(0, h), half(h, K)), NanPolicy::kFail);
-  CHECK_FALSE(passed(tp2));
-  WARN("Option A tp2 identity: " << tp2.mismatches << " of " << M * N << " elements differ");
-
-  // 3. Accuracy against the FP32 reference cannot see it: Option A is the more accurate tree.
-  //    (This is why the declared tree is checked bitwise, not only by accuracy.)
-  const auto tol = tolerance(Judgment::kForwardAccuracy, "det_gemm", ContractDType::kBFloat16);
-  const Tensor ref = get(op().reference_forward(in, ctx), "c");
-  const auto acc_defect = judge_accuracy(contract(), "det_gemm", "c", defect, ref, tol);
-  const auto acc_good = judge_accuracy(contract(), "det_gemm", "c", candidate, ref, tol);
-  REQUIRE(acc_defect.ok());
-  REQUIRE(acc_good.ok());
-  CHECK(acc_defect->violations == 0);
-  CHECK(acc_good->violations == 0);
-  CHECK(acc_defect->abs_error.max <= acc_good->abs_error.max);
-  WARN("max abs error vs FP32 reference: declared tree " << acc_good->abs_error.max << ", Option A "
-                                                        << acc_defect->abs_error.max);
+TEST_CASE("det_gemm planted defects: rounded TP partials, a split chosen by M; TF32 cannot change bf16 products", "[ops][det_gemm][planted]") {
+  const OpContext ctx = declared_context();
+  const Tensor a = randn_bf16({59, 4096}, 61), b = randn_bf16({4096, 128}, 62);
+  const Tensor full = get(op().cpu_forward(inputs(a, b), ctx), "c");
+  SECTION("TP partials rounded to bf16 before the sum: the tp identity fails, the faithful twin holds") {
+    const BitwiseTensor bad = judge_bitwise("c", full, all_reduce(rank_partials(a, b, ctx.k_shards, planted_rounded_partials)), NanPolicy::kFail);
+    const BitwiseTensor good = judge_bitwise("c", full, all_reduce(rank_partials(a, b, ctx.k_shards, candidate_forward)), NanPolicy::kFail);
+    CHECK_FALSE(passed(bad));
+    CHECK(bad.mismatches > 59 * 128 / 4);
+    CHECK(passed(good));
+    // TP=1 ignoring the declared split (one FP32 sum over K) is not the ranks' all-reduce either.
+    OpContext one = ctx;
+    one.k_shards = 1;
+    const BitwiseTensor unsplit = judge_bitwise("c", get(op().cpu_forward(inputs(a, b), one), "c"),
+                                                all_reduce(rank_partials(a, b, ctx.k_shards, candidate_forward)), NanPolicy::kFail);
+    CHECK_FALSE(passed(unsplit));
+  }
+  SECTION("a split chosen by M: rows of a small call differ from the same rows of a large one") {
+    // Near-cancelling inputs (the second half of K is the first's terms permuted and negated):
+    // c is the FP32 rounding left over, so another association changes most of its bf16 bits.
+    // On plain normal inputs a reassociated FP32 sum rounds to the same bf16 almost always.
+    const std::int64_t M = 96, K = 2048, N = 64, h = K / 2;
+    const Tensor ah = randn_bf16({M, h}, 63), bh = randn_bf16({h, N}, 64);
+    Tensor ca(DType::kBF16, {M, K}), cb(DType::kBF16, {K, N});
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t k = 0; k < K; ++k)
+        ca.data<std::uint16_t>()[i * K + k] = ah.data<std::uint16_t>()[i * h + (k < h ? k : (k - h) * 7 % h)];
+    for (std::int64_t k = 0; k < K; ++k)
+      for (std::int64_t n = 0; n < N; ++n)
+        cb.data<std::uint16_t>()[k * N + n] = k < h ? bh.data<std::uint16_t>()[k * N + n]
+                                                    : static_cast<std::uint16_t>(bh.data<std::uint16_t>()[((k - h) * 7 % h) * N + n] ^ 0x8000u);
+    const Tensor rows7 = get(planted_split_by_m(inputs(ca.slice(0, 0, 7), cb), ctx), "c");
+    const Tensor rows96 = get(planted_split_by_m(inputs(ca, cb), ctx), "c");
+    const BitwiseTensor split = judge_bitwise("c", rows7, rows96.slice(0, 0, 7), NanPolicy::kFail);
+    CHECK(split.mismatches * 2 > 7 * N);
+    const Tensor good96 = get(op().cpu_forward(inputs(ca, cb), ctx), "c");
+    CHECK(bits_equal(get(op().cpu_forward(inputs(ca.slice(0, 0, 7), cb), ctx), "c"), good96.slice(0, 0, 7)));
+    const Tensor rows59 = get(planted_split_by_m(inputs(a, b), ctx), "c");
+    // Both are FP32 sums: accuracy cannot tell them apart, which is why batch invariance is checked.
+    const auto tol = tolerance(Judgment::kForwardAccuracy, "det_gemm", ContractDType::kBFloat16);
+    const Tensor ref = get(op().reference_forward(inputs(a, b), ctx), "c");
+    const auto j = judge_accuracy(contract(), "det_gemm", "c", rows59, ref, tol);
+    REQUIRE(j.ok());
+    CHECK(passed(*j));
+  }
+  SECTION("TF32: every bf16 value is a TF32 value, so TF32 operands give the same bits") {
+    // No det_gemm cell can show TF32 on bf16 operands; the audit's tf32 row (cuBLAS math mode,
+    // SASS scan for TF32 MMA) is where TF32 is caught (docs/decisions.md D11).
+    CHECK(bits_equal(get(tf32_operands(inputs(a, b), ctx), "c"), full));
+  }
 }
 
 // Timing at the primary shape (M = 59, K = 4096, N = 12288, standard normal inputs as the
@@ -483,7 +482,7 @@ TEST_CASE("det_gemm planted defect: FP32 merges (Option A) break the declared tr
 TEST_CASE("det_gemm bench at the primary shape", "[.][bench][det_gemm_bench]") {
   const std::int64_t M = 59, K = 4096, N = 12288;
   const Tensors in = {{"a", randn_bf16({M, K}, 81)}, {"b", randn_bf16({K, N}, 82)}, {"dy.c", randn_bf16({M, N}, 83)}};
-  const OpContext ctx = ctx_with_leaf();
+  const OpContext ctx = declared_context();
   auto time = [&](const char* what, auto&& fn) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::clock_t c0 = std::clock();

@@ -206,6 +206,18 @@ struct AccumulationException {
   std::string rationale;
 };
 
+// det_gemm's declared K split (DESIGN §3.1 Option A, the K split of a TP-t row-parallel GEMM):
+// K is cut into `shards` contiguous shards [r*K/t, (r+1)*K/t); each shard is summed in FP32 from
+// zero, the FP32 partials are added in shard order (a left fold) and rounded once. A kernel
+// computing TP=1 this way equals t ranks that each contribute their shard's FP32 partial to an
+// FP32 all-reduce in rank order, bit for bit. The other fields are fixed words the contract
+// writes out (checked when parsed); the kernel's order inside a shard is fixed and independent
+// of M and of a row's position, but is the hardware's, not declared.
+struct KSplitDeclaration {
+  std::int64_t shards = 1;  // t >= 1
+  std::string rationale;
+};
+
 struct RmsNormRounding {
   RmsNormOrder order;
   std::vector<RmsNormOrder> alternatives;
@@ -230,6 +242,7 @@ struct Declarations {
   std::optional<std::string> note;
   // op -> exception; present-and-empty means "no exceptions declared" (Option A everywhere).
   std::optional<std::map<std::string, AccumulationException>> accumulation_exceptions;
+  std::optional<KSplitDeclaration> det_gemm_k_split;
   std::optional<RmsNormRounding> rms_norm_rounding;
   std::optional<InvariancePolicy> invariance;
   std::optional<Tf32Declaration> tf32;

@@ -67,4 +67,17 @@ Result<DeclaredOrderResult> probe_rms_norm_order(const RunContext& run, Backend&
 Result<DeclaredOrderResult> probe_det_gemm_tree(const RunContext& run, Backend& backend,
                                                 const Op& op);
 
+// det_gemm under Option A (no accumulation exception: FP32 throughout, one rounding), whose
+// order inside a shard is the hardware's and so cannot be matched bit for bit; what Option A
+// promises can be: (1) the cancellation probe: small-integer inputs (c over K, da over N, db
+// over M, each of length the model's hidden size) whose partial sums are integers bf16 cannot
+// hold and FP32 holds exactly, cancelling to a remainder bf16 holds: an FP32 sum in any order
+// is exact, one that rounds any partial to bf16 is not; (2) batch rows: the rows of calls with
+// M = 1, 7, 59, 512 equal the same rows of an M = 8192 call (c on near-cancelling normal
+// inputs, on which any change of association shows in the bf16 bits; da on normal inputs).
+// green: every tensor exact / equal; red otherwise (observed "neither"). An Error for another op
+// or a run without a manifest.
+Result<DeclaredOrderResult> probe_det_gemm_option_a(const RunContext& run, Backend& backend,
+                                                    const Op& op);
+
 }  // namespace ws1

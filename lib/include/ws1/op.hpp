@@ -36,7 +36,20 @@ struct OpContext {
   std::int64_t num_key_value_heads = 0;
   std::int64_t head_dim = 0;
   RmsNormOrder rms_norm_order = RmsNormOrder::kKernel;  // contract: rms_norm_rounding
-  std::int64_t k_tree_leaf = 32;                        // contract: det_gemm exception
+  // det_gemm's declared K split (contract: ws1check_declarations.det_gemm_k_split.shards;
+  // DESIGN §3.1 Option A): the forward cuts K into k_shards contiguous shards
+  // [r*K/t, (r+1)*K/t) (integer division), sums each shard's products in FP32 from zero,
+  // adds the shard partials in FP32 in shard order (p0 + p1, then + p2, ...) and rounds to
+  // bf16 once. 1: no split (one FP32 sum over K).
+  std::int64_t k_shards = 1;
+  // Set by the tp transforms on a rank's call: det_gemm's forward returns c as the FP32
+  // partial of the K it is given (one shard: no further split, no rounding; dtype float32),
+  // what a tensor-parallel rank contributes to the all-reduce.
+  bool k_partial = false;
+  // The leaf width of an Option B tree (contract: accumulation_exceptions.det_gemm.k_tree_leaf;
+  // 32, upstream's K_TREE_LEAF, where none is declared). Read only by the GPU backends' tree
+  // kernels, which are not yet ported to Option A (docs/decisions.md D11).
+  std::int64_t k_tree_leaf = 32;
   std::int64_t ignore_index = -100;                     // batch_invariant_logp
   unsigned threads = 0;                                 // 0: hardware concurrency
 };
