@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 
+#include "option_b_contract.hpp"
 #include "planted_backend.hpp"
 #include "gemm_cpu.hpp"
 #include "test_paths.hpp"
@@ -173,15 +174,7 @@ TEST_CASE("audit det_gemm planted defect: BF16 tree nodes under Option A; a decl
   CHECK(has(r.basis, "cpu_bf16 det_gemm: neither"));
   // A user contract that declares Option B: the BF16 tree is then exactly what is declared, the
   // row says so and states what B costs; the Option A candidate is red against that declaration.
-  Contract option_b = setup().contract;
-  AccumulationException b;
-  b.leaf_accumulation_dtype = ContractDType::kFloat32;
-  b.k_tree_leaf = 32;
-  b.split = "mid = lo + (hi-lo)/2";
-  b.merge_dtype = ContractDType::kBFloat16;
-  b.output_dtype = ContractDType::kBFloat16;
-  b.rationale = "test";
-  option_b.declarations.accumulation_exceptions = std::map<std::string, AccumulationException>{{"det_gemm", b}};
+  const Contract option_b = test::with_option_b(setup().contract);
   const AuditRow declared_b = audit_det_gemm(probe_run(option_b), with(bf16_nodes));
   INFO(declared_b.basis);
   CHECK(declared_b.status == AuditStatus::kExceptionDeclared);

@@ -8,6 +8,7 @@
 
 #include <functional>
 
+#include "option_b_contract.hpp"
 #include "planted_backend.hpp"
 #include "gemm_cpu.hpp"
 #include "test_paths.hpp"
@@ -44,15 +45,7 @@ const Setup& setup() {
     out.upstream = std::move(u).value();
     out.manifest = std::move(m).value();
     out.lock = std::move(l).value();
-    out.option_b = out.contract;
-    AccumulationException b;
-    b.leaf_accumulation_dtype = ContractDType::kFloat32;
-    b.k_tree_leaf = 32;
-    b.split = "mid = lo + (hi-lo)/2";
-    b.merge_dtype = ContractDType::kBFloat16;
-    b.output_dtype = ContractDType::kBFloat16;
-    b.rationale = "test: spec §9.2 Option B";
-    out.option_b.declarations.accumulation_exceptions = std::map<std::string, AccumulationException>{{"det_gemm", b}};
+    out.option_b = test::with_option_b(out.contract);
     return out;
   }();
   return s;
