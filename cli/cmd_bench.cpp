@@ -2,12 +2,17 @@
 // after warm-up, L2 flushed between runs, host copies excluded), next to two ceilings measured
 // in the same run: device copy bandwidth and cuBLAS bf16 GEMM on the same shapes
 // (docs/performance.md). Inputs are the workload's primary/normal fixtures (default: the
-// 8192-token bench workload), generated but not judged. det_gemm gets a second row per
-// direction: its tensor-core variant (ws1cuda/det_gemm_tc.hpp), which the op does not run by default.
+// 8192-token bench workload), generated but not judged. det_gemm gets more rows: the Qwen3-8B
+// projection shapes (q/o, k/v, gate/up, down) at M = 8192 tokens, forward and backward, and at
+// decode sizes M = 1, 8, 64, forward, on random normal bf16 inputs, each with cuBLAS on the
+// same GEMM shapes in the same run.
 #include <fmt/core.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,13 +23,13 @@
 #include "workload_context.hpp"
 #include "ws1/evidence.hpp"
 #include "ws1/fixture.hpp"
+#include "ws1/numeric.hpp"
 #include "ws1/op.hpp"
 #include "ws1/runner.hpp"
 #include "ws1_build_config.h"
 #if WS1_HAVE_CUDA
 #include "ws1cuda/bench.hpp"
 #include "ws1cuda/cuda_backend.hpp"
-#include "ws1cuda/det_gemm_tc.hpp"
 #endif
 
 namespace ws1cli {
@@ -105,6 +110,75 @@ ws1::Result<Row> time_row(const ws1::Op& op, std::string variant, bool backward,
   return r;
 }
 
+// A [rows, cols] bf16 tensor of standard normal values (Box-Muller over a splitmix64 stream of
+// `seed`): random data for the timing rows, never zeros.
+ws1::Tensor random_normal_bf16(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
+  ws1::Tensor t(ws1::DType::kBF16, {rows, cols});
+  auto* out = t.data<std::uint16_t>();
+  const std::int64_t n = rows * cols;
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  const auto next = [&state] {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  for (std::int64_t i = 0; i < n; i += 2) {
+    const std::uint64_t r = next();
+    const double u1 = (static_cast<double>(r >> 40) + 1.0) / 16777217.0;  // (0, 1]
+    const double u2 = static_cast<double>((r >> 16) & 0xFFFFFF) / 16777216.0;
+    const double rad = std::sqrt(-2.0 * std::log(u1)), ang = 6.283185307179586 * u2;
+    out[i] = ws1::to_bf16(static_cast<float>(rad * std::cos(ang))).bits;
+    if (i + 1 < n) out[i + 1] = ws1::to_bf16(static_cast<float>(rad * std::sin(ang))).bits;
+  }
+  return t;
+}
+
+// The first `rows` rows of a row-major 2-D tensor.
+ws1::Tensor first_rows(const ws1::Tensor& t, std::int64_t rows) {
+  ws1::Tensor r(t.dtype(), {rows, t.shape()[1]});
+  std::memcpy(r.data<std::uint16_t>(), t.data<std::uint16_t>(), r.nbytes());
+  return r;
+}
+
+// det_gemm at the Qwen3-8B projection shapes (hidden 4096, 32 query / 8 key-value heads of 128,
+// intermediate 12288): c[M, N] = a[M, K] · b[K, N] for (K, N) = q/o (4096, 4096), k/v (4096,
+// 1024), gate/up (4096, 12288), down (12288, 4096); M = 8192 forward and backward, M = 64, 8, 1
+// forward. The op runs with the run's context (its k_shards from the contract).
+ws1::Result<std::vector<Row>> det_gemm_projection_rows(ws1::Backend& backend, const ws1::Op& op,
+                                                       const ws1::OpContext& ctx, const BenchOptions& o,
+                                                       const ws1cuda::BenchSettings& settings) {
+  struct Projection {
+    const char* name;
+    std::int64_t k, n;
+  };
+  static constexpr Projection kProjections[] = {
+      {"q/o", 4096, 4096}, {"k/v", 4096, 1024}, {"gate/up", 4096, 12288}, {"down", 12288, 4096}};
+  constexpr std::int64_t kTokens = 8192;
+  std::vector<Row> rows;
+  std::uint64_t seed = 20261201;
+  for (const Projection& p : kProjections) {
+    const ws1::Tensor a = random_normal_bf16(kTokens, p.k, seed++);
+    const ws1::Tensor b = random_normal_bf16(p.k, p.n, seed++);
+    for (const std::int64_t m : {kTokens, std::int64_t{64}, std::int64_t{8}, std::int64_t{1}}) {
+      ws1::Tensors in{{"a", m == kTokens ? a : first_rows(a, m)}, {"b", b}};
+      for (bool backward : {false, true}) {
+        if (backward && (m != kTokens || o.direction == "fwd")) continue;
+        if (!backward && o.direction == "bwd") continue;
+        if (backward) in.push_back({"dy.c", random_normal_bf16(m, p.n, seed++)});
+        const std::string variant = fmt::format("{} M={}", p.name, m);
+        spdlog::info("bench det_gemm {} {}", variant, backward ? "bwd" : "fwd");
+        auto r = time_row(op, variant, backward, in, [&] {
+          return backward ? backend.backward(op, in, ctx) : backend.forward(op, in, ctx);
+        }, settings);
+        if (!r) return r.error();
+        rows.push_back(*r);
+      }
+    }
+  }
+  return rows;
+}
+
 ws1::Result<std::vector<Row>> bench_op(ws1::Backend& backend, const ws1::Op& op, const WorkloadContext& w,
                                        ws1::FixtureGenerator& gen, const ws1::OpContext& ctx,
                                        const BenchOptions& o, const ws1cuda::BenchSettings& settings) {
@@ -122,14 +196,11 @@ ws1::Result<std::vector<Row>> bench_op(ws1::Backend& backend, const ws1::Op& op,
     }, settings);
     if (!r) return r.error();
     rows.push_back(*r);
-    // det_gemm's tensor-core variant (not the op's default; regions det_gemm_tc.*) on the same fixture.
-    if (op.name() == "det_gemm") {
-      auto tc = time_row(op, "tc", backward, in, [&] {
-        return backward ? ws1cuda::det_gemm_tensor_core_backward(in, ctx) : ws1cuda::det_gemm_tensor_core_forward(in, ctx);
-      }, settings);
-      if (!tc) return tc.error();
-      rows.push_back(*tc);
-    }
+  }
+  if (op.name() == "det_gemm") {
+    auto proj = det_gemm_projection_rows(backend, op, ctx, o, settings);
+    if (!proj) return proj.error();
+    rows.insert(rows.end(), proj->begin(), proj->end());
   }
   return rows;
 }
@@ -179,7 +250,7 @@ int run_bench(const BenchOptions& o) {
              "median of {} runs after {} warm-up{}\n",
              e.environment.gpu->name, copy.value, peak.value, o.reps, o.warmup,
              o.no_flush ? "" : ", L2 flushed");
-  fmt::print("{:<22}{:<5}{:>10}{:>10}{:>9}{:>8}{:>10}{:>8}{:>12}\n", "op", "dir", "median ms", "GB", "TB/s",
+  fmt::print("{:<32}{:<5}{:>10}{:>10}{:>9}{:>8}{:>10}{:>8}{:>12}\n", "op", "dir", "median ms", "GB", "TB/s",
              "%copy", "TFLOP/s", "%peak", "x cuBLAS");
   nlohmann::json j;
   j["schema"] = "ws1-bench-v1";
@@ -189,7 +260,8 @@ int run_bench(const BenchOptions& o) {
               {"driver", e.environment.gpu->driver_version}, {"runtime", e.environment.gpu->cuda_runtime_version},
               {"cublas", e.environment.gpu->cublas_version}};
   j["workload"] = w->manifest.file;
-  j["settings"] = {{"reps", o.reps}, {"warmup", o.warmup}, {"flush_l2", !o.no_flush}};
+  j["settings"] = {{"reps", o.reps}, {"warmup", o.warmup}, {"flush_l2", !o.no_flush},
+                   {"det_gemm_k_shards", ctx.k_shards}};
   j["ceilings"] = {{"copy_tbps", copy.value}, {"cublas_bf16_gemm_8192_tflops", peak.value}};
   j["rows"] = nlohmann::json::array();
   for (const Row& r : rows) {
@@ -197,7 +269,7 @@ int run_bench(const BenchOptions& o) {
     const double tbps = r.bytes / s / 1e12, tflops = r.flops / s / 1e12;
     const double ratio = r.cublas_ms > 0 ? r.cublas_ms / r.median_ms : 0.0;
     const std::string label = r.variant.empty() ? r.op : r.op + " (" + r.variant + ")";
-    fmt::print("{:<22}{:<5}{:>10.4f}{:>10.3f}{:>9.2f}{:>7.1f}%{:>10}{:>8}{:>12}\n", label, r.direction, r.median_ms,
+    fmt::print("{:<32}{:<5}{:>10.4f}{:>10.3f}{:>9.2f}{:>7.1f}%{:>10}{:>8}{:>12}\n", label, r.direction, r.median_ms,
                r.bytes / 1e9, tbps, 100.0 * tbps / copy.value,
                r.flops > 0 ? fmt::format("{:.1f}", tflops) : "-",
                r.flops > 0 ? fmt::format("{:.1f}%", 100.0 * tflops / peak.value) : "-",

@@ -6,8 +6,11 @@ ws1-exec-v1 (docs/external-backend.md). `ws1check ... --backend triton_cuda_bf16
 The kernels live in triton/ops/<op>.py, one module per op, each with a dict
 KERNELS[(op, "forward"|"backward")] = (kernel_id, function), where function(tensors, context)
 takes the request's tensors (torch CPU tensors by name) and the op context (rms_norm_eps,
-rope_theta, num_attention_heads, ...) and returns the op's outputs by name (bf16, logprobs
-float32), computed by Triton kernels: no PyTorch stand-ins. An op whose module is missing (or
+rope_theta, num_attention_heads, ..., det_gemm's k_shards and k_partial: the request's JSON
+object as a dict, passed as it came; each op checks the keys it reads and takes a missing
+optional one at its default) and returns the op's outputs by name (bf16, logprobs float32,
+det_gemm's c float32 under k_partial; each goes back with its tensor's dtype), computed by
+Triton kernels: no PyTorch stand-ins. An op whose module is missing (or
 whose module fails to import: the error goes to stderr) is not announced, and ws1check reports
 its cells red with "not provided by the worker".
 

@@ -5,12 +5,18 @@
 #   STEP: env suite suite-real determinism-real sanitizer evidence bench parity-manifest
 #         parity-sweep parity-kv triton-smoke triton-evidence audit gate-smoke gate-real
 #         bench-det-gemm reference det-gemm-tc evidence-gpuref triton-accuracy-real judge
-#         gate-real-bg bg bg-wait evidence-8k suite-8k acc-ops
+#         gate-real-bg bg bg-wait evidence-8k suite-8k acc-ops gemm-peers det-gemm
 # evidence-8k runs accuracy (golds from cuda_fp32) and invariance on the 8192-token workload
 # (fixtures/ws1-bench-8k.json), one op per run so that each finished op leaves its evidence
 # (EVIDENCE_8K_TIMEOUT s for all of it, default 540; OPS names a subset), packed into
 # $OUT/evidence-8k.tgz;
 # suite-8k runs the gpu suite's accuracy and invariance tests on it.
+# gemm-peers times det_gemm's Triton module against cuBLAS and a plain Triton GEMM at the
+# Qwen3-8B projection shapes, with its bitwise checks (tools/bench/gemm_peers.py), into
+# $OUT/gemm-peers.json; det-gemm runs `bench --op det_gemm` and gemm-peers in the same call, then
+# det_gemm's accuracy (golds from cuda_fp32; on the Qwen3-8B workload and at 8192 tokens) and
+# invariance on cuda_bf16 and triton_cuda_bf16, packed with the logs into $OUT/det-gemm.tgz
+# (beside it: bench-cuda_bf16.json, gemm-peers.json and det-gemm.log, all the steps' logs).
 # gate-real-bg starts gate-real in its own process session (it outlives the call while the
 # machine stays warm), from a copy of the binaries, logging to /tmp/ws1-bg; bg does the same for
 # the steps named in BG_STEPS (their environment passes through); bg-wait waits for either
@@ -72,6 +78,24 @@ for s in "$@"; do
         --backend cuda_bf16 --workload $REAL --out "$OUT" ;;
     bench) step bench $BIN/ws1check bench --op all --out "$OUT" ;;
     bench-det-gemm) step bench-det-gemm $BIN/ws1check bench --op det_gemm --out "$OUT" ;;
+    gemm-peers) step gemm-peers python3 tools/bench/gemm_peers.py --out "$OUT/gemm-peers.json" ;;
+    det-gemm)
+      # The two timings first and back to back (one machine, one call), then the judgments.
+      step dg-bench $BIN/ws1check bench --op det_gemm --out "$OUT"
+      step dg-gemm-peers python3 tools/bench/gemm_peers.py --out "$OUT/gemm-peers.json"
+      dirs=()
+      for B in cuda_bf16 triton_cuda_bf16; do
+        step dg-accuracy-$B $BIN/ws1check accuracy --op det_gemm --direction both --tier all --backend $B \
+          --reference cuda_fp32 --workload $REAL --out "$OUT/dg-$B"
+        step dg-invariance-$B $BIN/ws1check invariance --op det_gemm --transform all --direction both \
+          --backend $B --workload $REAL --out "$OUT/dg-$B"
+        step dg-accuracy-8k-$B $BIN/ws1check accuracy --op det_gemm --direction both --tier all --backend $B \
+          --reference cuda_fp32 --workload fixtures/ws1-bench-8k.json --out "$OUT/dg-$B-8k"
+        for d in dg-$B dg-$B-8k; do [ -e "$OUT/$d" ] && dirs+=($d); done
+      done
+      mkdir -p "$OUT/dg-logs" && cat "$OUT"/dg-*.log > "$OUT/det-gemm.log" 2>/dev/null && mv "$OUT"/dg-*.log "$OUT/dg-logs"/
+      cp "$OUT/bench-cuda_bf16.json" "$OUT/gemm-peers.json" "$OUT/dg-logs"/ 2>/dev/null
+      tar czf "$OUT/det-gemm.tgz" -C "$OUT" "${dirs[@]}" dg-logs && rm -rf "${dirs[@]/#/$OUT/}" "$OUT/dg-logs" ;;
     evidence-8k)
       E=/tmp/ws1-evidence-8k; mkdir -p $E; t0=$SECONDS
       OPS=${OPS:-embedding rms_norm qk_norm det_gemm rope attention silu swiglu lm_head logp batch_invariant_logp pack linear_logp}
