@@ -78,11 +78,11 @@ OpContext parse_context(const Node& n) {
   c.num_key_value_heads = n.at("num_key_value_heads").integer();
   c.head_dim = n.at("head_dim").integer();
   c.rms_norm_order = n.at("rms_norm_order").word(rms_norm_order_from_name, "rms_norm_order", "kernel, hf");
-  // k_shards / k_partial (det_gemm's declared K split, a tensor-parallel rank's call) and
-  // k_tree_leaf (an Option B tree's leaf): optional, so hosts that predate a key are served.
+  // k_shards / k_partial (det_gemm's declared K split, a tensor-parallel rank's call):
+  // optional, so a host that predates them is served; such a host's k_tree_leaf (the Option B
+  // tree's leaf, which no kernel computes any more) is accepted and ignored.
   if (auto v = n.find("k_shards")) c.k_shards = v->integer();
   if (auto v = n.find("k_partial")) c.k_partial = v->boolean();
-  if (auto v = n.find("k_tree_leaf")) c.k_tree_leaf = v->integer();
   c.ignore_index = n.at("ignore_index").integer();
   return c;
 }
@@ -154,7 +154,6 @@ std::string encode(const RunRequest& m) {
                   {"rms_norm_order", std::string(contract_name(c.rms_norm_order))},
                   {"k_shards", c.k_shards},
                   {"k_partial", c.k_partial},
-                  {"k_tree_leaf", c.k_tree_leaf},
                   {"ignore_index", c.ignore_index}};
   return line_of({{"type", "run"}, {"id", m.id}, {"op", m.op},
                   {"direction", std::string(protocol_direction(m.direction))},

@@ -43,13 +43,6 @@ DetGemmInputs det_gemm_inputs(std::string_view op, const Tensors& in, bool with_
   return {a, b, &dy};
 }
 
-std::int64_t det_gemm_tree_leaf(std::string_view op, const OpContext& ctx) {
-  require(ctx.k_tree_leaf >= 1, op, "k_tree_leaf",
-          "must be >= 1 (contract: ws1check_declarations.accumulation_exceptions.det_gemm.k_tree_leaf), got " +
-              std::to_string(ctx.k_tree_leaf));
-  return ctx.k_tree_leaf;
-}
-
 std::int64_t det_gemm_shards(std::string_view op, const OpContext& ctx) {
   require(ctx.k_shards >= 1, op, "k_shards",
           "must be >= 1 (contract: ws1check_declarations.det_gemm_k_split.shards), got " +

@@ -19,10 +19,6 @@ struct DetGemmInputs {
 // a and b (bf16, rank 2, b's rows = a's columns); with_dy: also dy.c with c's shape.
 DetGemmInputs det_gemm_inputs(std::string_view op, const Tensors& in, bool with_dy);
 
-// The Option B tree's leaf width (ctx.k_tree_leaf, which must be >= 1), for the GPU backends'
-// tree kernels that are not yet ported to Option A.
-std::int64_t det_gemm_tree_leaf(std::string_view op, const OpContext& ctx);
-
 // The number of K shards the forward sums separately: 1 on a tensor-parallel rank's call
 // (ctx.k_partial), else ctx.k_shards (contract: det_gemm_k_split.shards, which must be >= 1).
 std::int64_t det_gemm_shards(std::string_view op, const OpContext& ctx);

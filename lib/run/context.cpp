@@ -29,7 +29,6 @@ RunContext make_run_context(const Contract& contract, const Manifest& manifest,
         "ws1check_declarations.rms_norm_rounding: undeclared; using kernel order (upstream "
         "NativeRMSNormOp, spec §9.6)");
   }
-  if (auto ex = contract.accumulation_exception("det_gemm")) c.k_tree_leaf = ex->k_tree_leaf;
   if (d.det_gemm_k_split) {
     c.k_shards = d.det_gemm_k_split->shards;
   } else {

@@ -47,7 +47,6 @@ TEST_CASE("ws1-exec-v1: a request and its replies round-trip", "[exec][protocol]
                {{"dx", DType::kBF16}, {"dweight", DType::kBF16}}, {}};
   r.context.rms_norm_eps = 1e-6;
   r.context.rms_norm_order = RmsNormOrder::kHf;
-  r.context.k_tree_leaf = 64;
   r.context.k_shards = 4;
   r.context.k_partial = true;
   r.context.ignore_index = -7;
@@ -62,7 +61,6 @@ TEST_CASE("ws1-exec-v1: a request and its replies round-trip", "[exec][protocol]
   CHECK(back->outputs[1].name == "dweight");
   CHECK(back->context.rms_norm_eps == 1e-6);  // exact: shortest round-trip spelling
   CHECK(back->context.rms_norm_order == RmsNormOrder::kHf);
-  CHECK(back->context.k_tree_leaf == 64);
   CHECK(back->context.k_shards == 4);
   CHECK(back->context.k_partial);
   CHECK(back->context.ignore_index == -7);

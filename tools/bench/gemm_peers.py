@@ -2,7 +2,9 @@
 """det_gemm against its peers on the GPU, at the Qwen3-8B projection shapes.
 
 Usage (on the GPU machine, from the repository root; torch and triton installed, nothing of the
-project built): python3 tools/bench/gemm_peers.py --out PATH.json [--quick]
+project built): python3 tools/bench/gemm_peers.py --out PATH.json [--quick] [--sweep SECONDS]
+(--sweep: afterwards, the SWEEP launch configurations of det_gemm at M = 8192, timed, then the
+identity checks under each, for up to SECONDS; recorded under "sweep").
 
 Peers, each timed forward (c = a @ b, 2MNK flops) and backward (da = dy @ b^T and db = a^T @ dy,
 4MNK flops):
@@ -151,28 +153,32 @@ def environment():
             "tf32_matmul": torch.backends.cuda.matmul.allow_tf32, "tf32_cudnn": torch.backends.cudnn.allow_tf32,
             "bf16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
             "timing": "triton.testing.do_bench median, L2 cleared before every run",
-            "det_gemm_tile": [DG.BM, DG.BN, DG.BK], "det_gemm_warps_stages": [DG.NUM_WARPS, DG.NUM_STAGES],
+            "det_gemm_forward": dict(DG.FWD, BK=DG.BK), "det_gemm_backward": dict(DG.BWD, BK=DG.BK),
             "plain_tile": [128, 256, 64], "plain_warps_stages": [8, 3]}
+
+
+def _compiled(k):
+    if k is None:
+        return None
+    return {"n_regs": getattr(k, "n_regs", None), "n_spills": getattr(k, "n_spills", None),
+            "shared": getattr(getattr(k, "metadata", None), "shared", None)}
 
 
 def compile_info():
     """Registers and spills of the kernels as compiled for the M = 8192 q/o shape (ptxas's)."""
     M, K, N = 8192, 4096, 4096
-    a, b = randn(M, K, seed=1), randn(K, N, seed=2)
+    a, b, g = randn(M, K, seed=1), randn(K, N, seed=2), randn(M, N, seed=3)
     c = torch.empty((M, N), dtype=torch.bfloat16, device=DEV)
-    out = {}
-    for label, split, shards in (("det_gemm split", True, 2), ("det_gemm backward", False, 1)):
-        k = DG.det_gemm_kernel[(triton.cdiv(M, DG.BM) * triton.cdiv(N, DG.BN),)](
-            a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), shards,
-            BM=DG.BM, BN=DG.BN, BK=DG.BK, GROUP_M=DG.GROUP_M, SPLIT=split, num_warps=DG.NUM_WARPS,
-            num_stages=DG.NUM_STAGES, enable_fp_fusion=False, enable_reflect_ftz=False)
-        out[label] = {"n_regs": getattr(k, "n_regs", None), "n_spills": getattr(k, "n_spills", None),
-                      "shared": getattr(getattr(k, "metadata", None), "shared", None)}
+    da = torch.empty((M, K), dtype=torch.bfloat16, device=DEV)
+    db = torch.empty((K, N), dtype=torch.bfloat16, device=DEV)
+    out = {"det_gemm split": _compiled(DG.launch_gemm(c, a, b, 2, True)),
+           "det_gemm k1": _compiled(DG.launch_gemm(c, a, b, 1, True)),
+           "det_gemm backward da": _compiled(DG.launch_gemm(da, g, b.t(), 1, False)),
+           "det_gemm backward db": _compiled(DG.launch_gemm(db, a.t(), g, 1, False, batch_rows=False))}
     grid = (triton.cdiv(M, 128) * triton.cdiv(N, 256),)
     k = plain_gemm_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
                                 BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=3)
-    out["plain"] = {"n_regs": getattr(k, "n_regs", None), "n_spills": getattr(k, "n_spills", None),
-                    "shared": getattr(getattr(k, "metadata", None), "shared", None)}
+    out["plain"] = _compiled(k)
     return out
 
 
@@ -236,7 +242,9 @@ def check_k_partial(rec, shapes):
     ok = ok and e
     # On the device, at the projection shapes (M 512) and ragged ones.
     cases = [(f"{name} M512", 512, K, N, 2) for name, K, N in shapes]
-    cases += [("odd K M300 K4099 N520", 300, 4099, 520, 2), ("k_shards 3 M256 K4096 N1024", 256, 4096, 1024, 3),
+    # K 4097: the split and the last half by pointers (unaligned rows), the first half by TMA
+    cases += [("odd K M300 K4099 N520", 300, 4099, 520, 2), ("mixed TMA/pointers M128 K4097 N256", 128, 4097, 256, 2),
+              ("k_shards 3 M256 K4096 N1024", 256, 4096, 1024, 3),
               ("k_shards 3 M77 K1000 N130", 77, 1000, 130, 3)]
     for j, (label, M, K, N, t) in enumerate(cases):
         a = randn(M, K, seed=20 + j)
@@ -345,7 +353,8 @@ def time_shape(rec, name, M, K, N, seed):
         ("forward", "det_gemm_k1"): lambda: DG.gemm_into(c, a, b, 1, True),
         ("backward", "cublas"): lambda: (torch.matmul(g, bt, out=da), torch.matmul(at, g, out=db)),
         ("backward", "triton"): lambda: (plain_gemm_into(da, g, bt), plain_gemm_into(db, at, g)),
-        ("backward", "det_gemm"): lambda: (DG.gemm_into(da, g, bt, 1, False), DG.gemm_into(db, at, g, 1, False)),
+        ("backward", "det_gemm"): lambda: (DG.gemm_into(da, g, bt, 1, False),
+                                           DG.gemm_into(db, at, g, 1, False, batch_rows=False)),
     }
     base = {}
     for (direction, peer), fn in fns.items():
@@ -358,6 +367,97 @@ def time_shape(rec, name, M, K, N, seed):
         rec.data["rows"].append(row)
     rec.save()
     del a, b, g, c, da, db
+
+
+# --- the configuration sweep (--sweep) ---------------------------------------------------------
+SWEEP = [  # (direction, the config tried in DG.FWD or DG.BWD)
+    ("backward", {"BM": 128, "BN": 128, "warps": 8, "stages": 4, "tma": True, "scratch": False}),
+    ("backward", {"BM": 128, "BN": 256, "warps": 8, "stages": 4, "tma": True, "scratch": False}),
+    ("forward", {"BM": 128, "BN": 128, "warps": 8, "stages": 5, "tma": True, "scratch": False}),
+]
+
+
+class SubRecord:
+    """A Record's view that files checks under one sweep entry."""
+    def __init__(self, rec, entry):
+        self.rec, self.entry = rec, entry
+
+    def check(self, name, result):
+        self.entry.setdefault("checks", {})[name] = result
+        print(f"  sweep check {name}: {'pass' if result.get('pass') else 'FAIL'}", flush=True)
+        self.rec.save()
+
+
+def run_sweep(rec, t_end):
+    base = {(r["shape"], r["direction"]): r["ms"] for r in rec.data["rows"] if r["peer"] == "cublas" and r["M"] == 8192}
+    default = {"forward": dict(DG.FWD), "backward": dict(DG.BWD)}
+    rec.data["sweep"] = []
+    M = 8192
+    for direction, cfg in SWEEP:
+        if time.time() > t_end:
+            break
+        entry = {"direction": direction, "config": cfg, "rows": []}
+        rec.data["sweep"].append(entry)
+        if direction == "forward":
+            DG.FWD = dict(cfg)
+        else:
+            DG.BWD = dict(cfg)
+        try:
+            for i, (name, K, N) in enumerate(SHAPES):
+                a = randn(M, K, seed=1000 + 10 * i)
+                b = randn(K, N, seed=1001 + 10 * i)
+                g = randn(M, N, seed=1002 + 10 * i)
+                c = torch.empty((M, N), dtype=torch.bfloat16, device=DEV)
+                da = torch.empty((M, K), dtype=torch.bfloat16, device=DEV)
+                db = torch.empty((K, N), dtype=torch.bfloat16, device=DEV)
+                if direction == "forward":
+                    if i == 0:
+                        entry["compiled"] = {"split": _compiled(DG.launch_gemm(c, a, b, 2, True)),
+                                             "k1": _compiled(DG.launch_gemm(c, a, b, 1, True))}
+                    fn = lambda: DG.gemm_into(c, a, b, 2, True)  # noqa: E731
+                else:
+                    if i == 0:
+                        entry["compiled"] = {
+                            "da": _compiled(DG.launch_gemm(da, g, b.t(), 1, False)),
+                            "db": _compiled(DG.launch_gemm(db, a.t(), g, 1, False, batch_rows=False))}
+                    fn = lambda: (DG.gemm_into(da, g, b.t(), 1, False),  # noqa: E731
+                                  DG.gemm_into(db, a.t(), g, 1, False, batch_rows=False))
+                ms = bench(fn)
+                flops = (2 if direction == "forward" else 4) * M * N * K
+                entry["rows"].append({"shape": name, "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12,
+                                      "ratio_to_cublas": base.get((name, direction), float("nan")) / ms})
+                del a, b, g, c, da, db
+                torch.cuda.empty_cache()
+            print(f"sweep {direction} {json.dumps(cfg)}: compiled {json.dumps(entry.get('compiled'))}; "
+                  + ", ".join(f"{r['shape']} {r['ms']:.4f} ms {r['ratio_to_cublas']:.3f}x" for r in entry["rows"]),
+                  flush=True)
+        except Exception as e:
+            entry["error"] = f"{type(e).__name__}: {e}"
+            print(f"sweep {direction} {json.dumps(cfg)}: {entry['error'][:2000]}", flush=True)
+        finally:
+            DG.FWD, DG.BWD = dict(default["forward"]), dict(default["backward"])
+        rec.save()
+    # the identities under each config that ran (as time allows)
+    for entry in rec.data["sweep"]:
+        if time.time() > t_end or "error" in entry:
+            continue
+        if entry["direction"] == "forward":
+            DG.FWD = dict(entry["config"])
+        else:
+            DG.BWD = dict(entry["config"])
+        sub = SubRecord(rec, entry)
+        print(f"sweep checks {entry['direction']} {json.dumps(entry['config'])}", flush=True)
+        try:
+            for fn in ((check_k_partial, check_rows_m59) if entry["direction"] == "forward"
+                       else (check_rows_m59,)):
+                fn(sub, SHAPES)
+            check_cancellation(sub)
+            check_accuracy(sub)
+        except Exception as e:
+            entry["checks_error"] = f"{type(e).__name__}: {e}"
+        finally:
+            DG.FWD, DG.BWD = dict(default["forward"]), dict(default["backward"])
+        rec.save()
 
 
 def table(rows):
@@ -373,6 +473,8 @@ def main():
     ap.add_argument("--out", required=True, help="the JSON record")
     ap.add_argument("--quick", action="store_true", help="the checks and M = 8192 only")
     ap.add_argument("--no-timing", action="store_true", help="the checks only")
+    ap.add_argument("--sweep", type=float, default=0.0,
+                    help="after the rest, try the SWEEP configs at M = 8192 for up to this many seconds")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -409,6 +511,8 @@ def main():
                     print(f"timing {name} M{M}: {type(e).__name__}: {e}", flush=True)
                 torch.cuda.empty_cache()
             print(f"timed M={M} at {time.time() - t0:.1f}s", flush=True)
+    if args.sweep > 0 and not args.no_timing:
+        run_sweep(rec, time.time() + args.sweep)
     rec.data["total_s"] = time.time() - t0
     checks = rec.data["checks"]
     rec.data["all_checks_pass"] = all(c.get("pass") for c in checks.values())

@@ -4,7 +4,7 @@
 #   bash tools/device/h200_run.sh STEP...
 #   STEP: env suite suite-real determinism-real sanitizer evidence bench parity-manifest
 #         parity-sweep parity-kv triton-smoke triton-evidence audit gate-smoke gate-real
-#         bench-det-gemm reference det-gemm-tc evidence-gpuref triton-accuracy-real judge
+#         bench-det-gemm reference evidence-gpuref triton-accuracy-real judge
 #         gate-real-bg bg bg-wait evidence-8k suite-8k acc-ops gemm-peers det-gemm
 # evidence-8k runs accuracy (golds from cuda_fp32) and invariance on the 8192-token workload
 # (fixtures/ws1-bench-8k.json), one op per run so that each finished op leaves its evidence
@@ -143,7 +143,6 @@ for s in "$@"; do
       cp /tmp/ws1-bg/*.log /tmp/ws1-bg/*.tgz "$OUT"/ 2>/dev/null
       summary+=("bg-wait: $( [ -f /tmp/ws1-bg/done ] && echo "done rc=$(cat /tmp/ws1-bg/done)" || echo running) after $((SECONDS - t0))s") ;;
     reference) step reference env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu "[reference]" ;;
-    det-gemm-tc) step det-gemm-tc env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu "[det_gemm_tc]" ;;
     evidence-gpuref)
       # The real-width accuracy run with the golds from the cuda_fp32 engine (the ops it computes on
       # the device; the rest on the host); each cell records its engine.

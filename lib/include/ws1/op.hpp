@@ -46,10 +46,6 @@ struct OpContext {
   // partial of the K it is given (one shard: no further split, no rounding; dtype float32),
   // what a tensor-parallel rank contributes to the all-reduce.
   bool k_partial = false;
-  // The leaf width of an Option B tree (contract: accumulation_exceptions.det_gemm.k_tree_leaf;
-  // 32, upstream's K_TREE_LEAF, where none is declared). Read only by the GPU backends' tree
-  // kernels, which are not yet ported to Option A (docs/decisions.md D11).
-  std::int64_t k_tree_leaf = 32;
   std::int64_t ignore_index = -100;                     // batch_invariant_logp
   unsigned threads = 0;                                 // 0: hardware concurrency
 };
