@@ -197,10 +197,6 @@ AccuracyTensor judge_bf16(Judgment j, std::string name, const Tensor& candidate,
 
 TEST_CASE("attention reference agrees with PyTorch float64 within the float32 rows", "[ops][attention]") {
   auto f = oracle("attention");
-  if (!f) {
-    WARN("oracle absent: ../shared/oracle/pytorch-fp64/attention.safetensors");
-    return;
-  }
   const Tensors in = oracle_inputs(*f, kRename);
   const OpContext ctx = default_context();
   auto fwd = op().reference_forward(in, ctx);
@@ -291,9 +287,7 @@ TEST_CASE("attention: a row without a visible key is NaN in the reference and 0 
 // ---- the cpu_bf16 candidate -------------------------------------------------------------------
 
 TEST_CASE("attention candidate: bf16 outputs, accurate, deterministic, thread-count independent", "[ops][attention]") {
-  Tensors in;
-  if (auto f = oracle("attention")) in = oracle_inputs(*f, kRename);
-  else in = random_inputs({1, 32, 8, 19, 19, 128}, 3);
+  const Tensors in = oracle_inputs(*oracle("attention"), kRename);
   OpContext ctx = default_context();
   ctx.threads = 2;
   auto fwd = op().cpu_forward(in, ctx);
@@ -436,9 +430,7 @@ TEST_CASE("attention refuses inputs that do not fit", "[ops][attention]") {
 // ---- planted defects --------------------------------------------------------------------------
 
 TEST_CASE("attention planted defects go red under the bf16 forward row; the candidate stays green", "[ops][attention]") {
-  Tensors in;
-  if (auto f = oracle("attention")) in = oracle_inputs(*f, kRename);
-  else in = random_inputs({1, 32, 8, 19, 19, 128}, 3);
+  const Tensors in = oracle_inputs(*oracle("attention"), kRename);
   const OpContext ctx = default_context();
   const Tensor ref = get(op().reference_forward(in, ctx), "o");
   const auto judge = [&](const Tensor& candidate) {

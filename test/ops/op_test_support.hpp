@@ -87,10 +87,14 @@ inline bool bits_equal(const Tensor& x, const Tensor& y) {
   return passed(judge_bitwise("t", x, y, NanPolicy::kFail));
 }
 
-// The PyTorch float64 oracle file of `op` (../shared/oracle/pytorch-fp64/), if present.
+// The PyTorch float64 oracle file of `op` (../shared/oracle/pytorch-fp64/, beside the checkout;
+// CI has it). Missing data fails the test: a test that passes without its oracle asserts
+// nothing.
 inline std::optional<SafetensorsFile> oracle(std::string_view op) {
   const auto path = shared_dir() / "oracle" / "pytorch-fp64" / (std::string(op) + ".safetensors");
-  if (!std::filesystem::exists(path)) return std::nullopt;
+  if (!std::filesystem::exists(path))
+    FAIL("oracle data missing: " << path.string()
+                                 << " (the PyTorch float64 oracle of ../shared/oracle beside the checkout)");
   auto f = read_safetensors(path);
   if (!f) FAIL(f.error().message());
   return std::move(f).value();
