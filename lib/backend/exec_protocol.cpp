@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "json_node.hpp"
@@ -56,12 +58,46 @@ std::string message_type(const Node& root) {
   return std::string(root.at("type").string());
 }
 
+// The line as it came, for an error message: quoted, control bytes escaped, cut at 160 bytes.
+std::string quoted_line(std::string_view line) {
+  constexpr std::size_t kMost = 160;
+  std::string out = "\"";
+  for (std::size_t i = 0; i < line.size() && i < kMost; ++i) {
+    const auto c = static_cast<unsigned char>(line[i]);
+    if (c == '"' || c == '\\') out += '\\';
+    if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += static_cast<char>(c);
+  }
+  out += '"';
+  if (line.size() > kMost) out += fmt::format(" (first {} of {} bytes)", kMost, line.size());
+  return out;
+}
+
 // Runs `parse` on the line's root; a json::Failure becomes the returned Error.
 template <class T, class F>
 Result<T> parse_line(std::string_view line, F&& parse) {
+  // A worker's stray print (a debug line on stdout) is the usual cause of a line that is not a
+  // message: quote it and name the rule rather than report a JSON syntax error alone.
+  const auto first = line.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos || line[first] != '{')
+    return Error{"", "",
+                 fmt::format("a line that is not a protocol message: {} (a worker's "
+                             "stdout carries protocol messages only, one JSON object per line; "
+                             "logs and debug output go to stderr)",
+                             quoted_line(line))};
+  simdjson::dom::parser parser;
+  std::optional<Node> root;
   try {
-    simdjson::dom::parser parser;
-    return parse(ws1::json::parse_document(parser, line, kMessage));
+    root.emplace(ws1::json::parse_document(parser, line, kMessage));
+  } catch (const ws1::json::Failure& f) {
+    Error e = f.error;  // not JSON: the parser's words, and the line
+    e.problem += fmt::format(" in the line {}", quoted_line(line));
+    return e;
+  }
+  try {
+    return parse(*root);
   } catch (const ws1::json::Failure& f) {
     return f.error;
   }

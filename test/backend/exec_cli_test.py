@@ -231,7 +231,7 @@ class DuringTheRun(unittest.TestCase):
 
     def test_malformed_reply(self):
         (reason,), _ = self.red_cells(planted("sh", "malformed"))
-        self.assertTrue(reason.startswith("candidate failed: planted: silu forward: malformed reply: not valid JSON"),
+        self.assertTrue(reason.startswith("candidate failed: planted: silu forward: malformed reply: a line that is not a protocol message: \"Traceback (most recent call last)"),
                         reason)
         self.assertTrue(reason.endswith("; the worker was stopped"), reason)
 

@@ -79,7 +79,15 @@ TEST_CASE("ws1-exec-v1: a request and its replies round-trip", "[exec][protocol]
 
 TEST_CASE("ws1-exec-v1: replies are parsed strictly", "[exec][protocol]") {
   const std::string rb = R"("readback":{"device":"d","tf32_enabled":null})";
-  CHECK_THAT(problem_of(parse_reply("Traceback (most recent call last):")), Catch::Contains("not valid JSON"));
+  // A stray print on the worker's stdout: quoted, and the rule named.
+  const std::string stray = problem_of(parse_reply("DEBUG step=3 \"x\"\tdone"));
+  CHECK_THAT(stray, Catch::Contains("not a protocol message: \"DEBUG step=3 \\\"x\\\"\\x09done\""));
+  CHECK_THAT(stray, Catch::Contains("stdout carries protocol messages only"));
+  CHECK_THAT(problem_of(parse_reply("Traceback (most recent call last):")), Catch::Contains("\"Traceback (most"));
+  CHECK_THAT(problem_of(parse_reply(std::string(300, 'x'))), Catch::Contains("(first 160 of 300 bytes)"));
+  // A line that looks like a message but is not JSON: the parser's error, with the line.
+  CHECK_THAT(problem_of(parse_reply(R"({"type":"result",)")), Catch::Contains("not valid JSON"));
+  CHECK_THAT(problem_of(parse_reply(R"({"type":"result",)")), Catch::Contains("in the line \"{\\\"type\\\""));
   CHECK(problem_of(parse_reply(R"({"type":"result","id":1,"output_file":"/o",)" + rb + "}")) ==
         "kernel_id: missing required key");
   CHECK_THAT(problem_of(parse_reply(R"({"type":"result","id":1,"output_file":"/o","kernel_id":"k","bogus":1,)" + rb + "}")),
@@ -89,7 +97,8 @@ TEST_CASE("ws1-exec-v1: replies are parsed strictly", "[exec][protocol]") {
   CHECK_THAT(problem_of(parse_reply(R"({"type":"result","id":1,"output_file":"/o","kernel_id":"k","readback":{"device":"d","tf32_enabled":"no"}})")),
              Catch::StartsWith("readback.tf32_enabled: must be true or false"));
   CHECK_THAT(problem_of(parse_reply(R"({"type":"hello"})")), Catch::Contains("expected \"result\" or \"error\""));
-  CHECK_THAT(problem_of(parse_reply("[1]")), Catch::Contains("must be a JSON object"));
+  CHECK_THAT(problem_of(parse_reply("[1]")), Catch::Contains("not a protocol message"));
+  CHECK_THAT(problem_of(parse_reply(R"({"type":1})")), Catch::Contains("type"));
 }
 
 TEST_CASE("ws1-exec-v1: the worker's hello is checked, its version first", "[exec][protocol]") {
