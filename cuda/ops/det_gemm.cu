@@ -58,16 +58,17 @@ int k_shards(const ws1::OpContext& ctx) {
   return static_cast<int>(t);
 }
 
-// c = A · B with A = a [M][K] (kK) over k in [k_lo, k_lo + k_len) cut into `shards`.
-Problem forward_problem(const bf16* a, std::int64_t lda, const bf16* b, int M, int N, int K, int k_lo, int k_len,
-                        int shards, void* c, bool f32_out) {
+// C = A · B over k in [k_lo, k_lo + k_len) cut into `shards`; C [M][ldc], bf16 (or float with
+// f32_out).
+Problem problem(const bf16* a, std::int64_t lda, Major la, const bf16* b, std::int64_t ldb, Major lb, int M, int N,
+                int K, int k_lo, int k_len, int shards, void* c, std::int64_t ldc, bool f32_out) {
   Problem q;
   q.a = a;
   q.lda = lda;
-  q.la = Major::kK;
+  q.la = la;
   q.b = b;
-  q.ldb = N;
-  q.lb = Major::kMN;
+  q.ldb = ldb;
+  q.lb = lb;
   q.M = M;
   q.N = N;
   q.K = K;
@@ -75,9 +76,15 @@ Problem forward_problem(const bf16* a, std::int64_t lda, const bf16* b, int M, i
   q.k_len = k_len;
   q.shards = shards;
   q.c = c;
-  q.ldc = N;
+  q.ldc = ldc;
   q.f32_out = f32_out;
   return q;
+}
+
+// c = A · B with A = a [M][K] (kK) over k in [k_lo, k_lo + k_len) cut into `shards`.
+Problem forward_problem(const bf16* a, std::int64_t lda, const bf16* b, int M, int N, int K, int k_lo, int k_len,
+                        int shards, void* c, bool f32_out) {
+  return problem(a, lda, Major::kK, b, N, Major::kMN, M, N, K, k_lo, k_len, shards, c, N, f32_out);
 }
 
 // The forward's launches for the bf16 output (k_shards = t). `scratch`: the tensor-core
@@ -163,43 +170,13 @@ ws1::Result<ws1::Tensors> backward(const ws1::Tensors& in, const ws1::OpContext&
     DeviceArray<bf16> db = poisoned<bf16>(static_cast<std::size_t>(e.K) * e.N);
     launch_region("det_gemm.bwd", [&] {
       // da[m, k] = sum over n of dy[m, n] * b[k, n]: A = dy [M][N] (kK), B(n, k) = b[k][n] (kK).
-      if (e.M > 0 && e.K > 0) {
-        Problem q;
-        q.a = dy.get();
-        q.lda = e.N;
-        q.la = Major::kK;
-        q.b = b.get();
-        q.ldb = e.N;
-        q.lb = Major::kK;
-        q.M = e.M;
-        q.N = e.K;
-        q.K = e.N;
-        q.k_lo = 0;
-        q.k_len = e.N;
-        q.shards = 1;
-        q.c = da.get();
-        q.ldc = e.K;
-        check_status(detgemm::launch_product(q));
-      }
+      if (e.M > 0 && e.K > 0)
+        check_status(detgemm::launch_product(problem(dy.get(), e.N, Major::kK, b.get(), e.N, Major::kK, e.M, e.K, e.N,
+                                                     0, e.N, 1, da.get(), e.K, false)));
       // db[k, n] = sum over m of a[m, k] * dy[m, n]: A(k, m) = a[m][k] (kMN), B = dy [M][N] (kMN).
-      if (e.K > 0 && e.N > 0) {
-        Problem q;
-        q.a = a.get();
-        q.lda = e.K;
-        q.la = Major::kMN;
-        q.b = dy.get();
-        q.ldb = e.N;
-        q.lb = Major::kMN;
-        q.M = e.K;
-        q.N = e.N;
-        q.K = e.M;
-        q.k_lo = 0;
-        q.k_len = e.M;
-        q.shards = 1;
-        q.c = db.get();
-        q.ldc = e.N;
-        check_status(detgemm::launch_product(q));
-      }
+      if (e.K > 0 && e.N > 0)
+        check_status(detgemm::launch_product(problem(a.get(), e.K, Major::kMN, dy.get(), e.N, Major::kMN, e.K, e.N, e.M,
+                                                     0, e.M, 1, db.get(), e.N, false)));
     });
     return ws1::Tensors{{"da", download_bf16(da, {e.M, e.K})}, {"db", download_bf16(db, {e.K, e.N})}};
   });
