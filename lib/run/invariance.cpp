@@ -31,7 +31,7 @@ struct Named {
   Transform t;
   std::string_view name;
 };
-constexpr std::array<Named, 8> kTransforms = {{
+constexpr std::array<Named, 9> kTransforms = {{
     {Transform::kBnChunked, "BN/chunked"},
     {Transform::kB1Chunked, "B1/chunked"},
     {Transform::kB1Full, "B1/full"},
@@ -40,6 +40,7 @@ constexpr std::array<Named, 8> kTransforms = {{
     {Transform::kBnPaddedLeft, "BN/padded_left"},
     {Transform::kLayout, "layout"},
     {Transform::kTp2, "tp2"},
+    {Transform::kRepeat, "repeat"},
 }};
 
 // One configuration's candidate results.
@@ -316,8 +317,8 @@ std::optional<Transform> transform_from_name(std::string_view name) {
 }
 
 std::span<const Transform> all_transforms() {
-  static const std::array<Transform, 8> all = [] {
-    std::array<Transform, 8> a{};
+  static const std::array<Transform, kTransforms.size()> all = [] {
+    std::array<Transform, kTransforms.size()> a{};
     for (std::size_t i = 0; i < kTransforms.size(); ++i) a[i] = kTransforms[i].t;
     return a;
   }();
@@ -325,7 +326,7 @@ std::span<const Transform> all_transforms() {
 }
 
 bool transform_judges_parameters(Transform t) {
-  return t == Transform::kLayout || t == Transform::kTp2;
+  return t == Transform::kLayout || t == Transform::kTp2 || t == Transform::kRepeat;
 }
 
 std::optional<NotApplicable> transform_not_applicable(const Op& op, Transform t,

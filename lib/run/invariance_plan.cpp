@@ -94,7 +94,9 @@ Plan make_plan(const Manifest& m, const LogicalTokens& t, std::optional<Transfor
   };
 
   Plan plan;
-  if (!tr || *tr == Transform::kLayout || *tr == Transform::kTp2) {
+  // repeat: the canonical plan itself, made again (the runner never reuses the canonical results
+  // for it).
+  if (!tr || *tr == Transform::kLayout || *tr == Transform::kTp2 || *tr == Transform::kRepeat) {
     plan.calls.push_back(batch(in_order));
     plan.strided = tr == Transform::kLayout;
     plan.k_split = tr == Transform::kTp2;
@@ -132,6 +134,7 @@ Plan make_plan(const Manifest& m, const LogicalTokens& t, std::optional<Transfor
     }
     case Transform::kLayout:
     case Transform::kTp2:
+    case Transform::kRepeat:
       break;  // handled above
   }
   return plan;

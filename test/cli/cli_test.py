@@ -123,7 +123,8 @@ class Invariance(unittest.TestCase):
             self.assertEqual(e["summary"]["red"], 0)
             transforms = {c["transform"] for c in e["cells"]}
             self.assertEqual(transforms, {"BN/chunked", "B1/full", "B1/chunked", "BN/permuted",
-                                          "BN/padded_right", "BN/padded_left", "layout", "tp2"})
+                                          "BN/padded_right", "BN/padded_left", "layout", "tp2",
+                                          "repeat"})
             for c in e["cells"]:
                 self.assertIn(c["judgment"], ("forward_invariance", "gradient_invariance"))
                 self.assertEqual(c["threshold"]["mode"], "bitwise")

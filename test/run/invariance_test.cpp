@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "invariance_plan.hpp"
 #include "run_test_support.hpp"
@@ -223,6 +224,32 @@ TEST_CASE("invariance: det_gemm under tp2 with FP32 partials: rounded or ignored
     CHECK(cells->front().verdict == Verdict::kNa);
     CHECK(cells->front().reason.find("det_gemm_k_split") != std::string::npos);
   }
+}
+
+TEST_CASE("invariance: a candidate whose bits change from call to call is red under repeat", "[run][invariance][planted]") {
+  const test::Workload& w = test::workload("ws1-smoke");
+  const Op& op = *find_op_impl("silu");
+  // PLANTED: every second call flips the lowest bit of every seventh output element (a race,
+  // an atomic accumulation order, an uninitialised read would look like this).
+  auto calls = std::make_shared<int>(0);
+  PlantedBackend flaky("silu", [&op, calls](const Tensors& in, const OpContext& ctx) {
+    auto out = op.cpu_forward(in, ctx);
+    if (out && (++*calls % 2) == 0) {
+      Tensor& y = (*out)[0].tensor;
+      auto* p = y.data<std::uint16_t>();
+      for (std::int64_t i = 0; i < y.numel(); i += 7) p[i] ^= 1u;
+    }
+    return out;
+  });
+  const Cell red = only_token_cell(run_cells(flaky, w, "silu", Judgment::kForwardInvariance, {Transform::kRepeat}));
+  INFO(red.reason);
+  CHECK(red.verdict == Verdict::kRed);
+  REQUIRE(red.bitwise.size() == 1);
+  CHECK(red.bitwise[0].mismatches >= 1);
+  // The same candidate without the flip: green (the twin).
+  PlantedBackend steady("silu", [&op](const Tensors& in, const OpContext& ctx) { return op.cpu_forward(in, ctx); });
+  CHECK(only_token_cell(run_cells(steady, w, "silu", Judgment::kForwardInvariance, {Transform::kRepeat})).verdict ==
+        Verdict::kGreen);
 }
 
 TEST_CASE("invariance: a kernel that ignores strides is red under layout", "[run][invariance][planted]") {

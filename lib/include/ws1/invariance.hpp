@@ -30,6 +30,8 @@ enum class Transform {
   kBnPaddedLeft,   // "BN/padded_left": pads before each sample
   kLayout,         // "layout": the canonical call on strided (non-contiguous) inputs
   kTp2,            // "tp2": det_gemm with K split over two ranks, partial outputs summed
+  kRepeat,         // "repeat": the canonical call made again on the same inputs: a candidate
+                   // whose bits change from one call to the next (not repeatable) is red
 };
 
 std::string_view transform_name(Transform t);
@@ -47,7 +49,7 @@ std::optional<NotApplicable> transform_not_applicable(const Op& op, Transform t,
                                                       Direction direction);
 
 // Whether `t` judges parameter gradients (dweight, dW, ...) bit for bit: only transforms that
-// keep the canonical tokens together and in order (layout, tp2). Under the others they are
+// keep the canonical tokens together and in order (layout, tp2, repeat). Under the others they are
 // measured and reported in an N/A cell (docs/decisions.md D13), with this reason prefix.
 bool transform_judges_parameters(Transform t);
 inline constexpr std::string_view kParametersRegroupedReason =
