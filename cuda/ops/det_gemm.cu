@@ -15,8 +15,12 @@
 // operands or a shard is not a multiple of 16 (except at K's end), an FP32 CUDA-core kernel
 // with the same rules. A forward whose shards would take different kernels as separate
 // k_partial calls runs each shard exactly as that call would (its columns of a copied to a
-// contiguous [M, L] array), into FP32 partials, then folds them in shard order. No split-K
-// across CTAs, no atomics: deterministic, and a row of c or da never depends on M.
+// contiguous [M, L] array), into FP32 partials, then folds them in shard order. Where the
+// tiles alone would leave SMs idle (decode-sized M), the forward's declared shards run on
+// different CTAs (detgemm::split_for), each shard's partial from zero, the tile's last arriving
+// CTA folding them in shard order: the same partials and adds as on one CTA, so the same bits.
+// No other split of K, no arrival order that reaches a value: deterministic, and a row of c or
+// da never depends on M.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -149,11 +153,16 @@ ws1::Result<ws1::Tensors> forward(const ws1::Tensors& in, const ws1::OpContext& 
       return ws1::Tensors{{"c", download_f32(c, {e.M, e.N})}};
     }
     DeviceArray<bf16> c = poisoned<bf16>(n);
-    // The tensor-core kernel's shard total (n256 tiles, t > 1), and the composite path's
+    // The tensor-core kernel's scratch (n256 shard total or split partials, t > 1), and the composite path's
     // copies and partials (shards on different kernels); each empty when not needed.
     const Problem whole = forward_problem(a.get(), e.K, b.get(), e.M, e.N, e.K, 0, e.K, t, c.get(), false);
     const bool composite = n > 0 && e.K > 0 && t > 1 && !detgemm::wgmma_applies(whole);
     DeviceArray<float> scratch(n > 0 ? detgemm::scratch_floats(whole) : 0);
+    if (scratch.size() > 0) {  // the split's arrival counters start at zero
+      Problem prep = whole;
+      prep.scratch = scratch.get();
+      check_status(detgemm::prepare_scratch(prep));
+    }
     DeviceArray<bf16> a_shards(composite ? static_cast<std::size_t>(e.M) * e.K + 8 * static_cast<std::size_t>(t) : 0);
     DeviceArray<float> partials(composite ? n * static_cast<std::size_t>(t) : 0);
     launch_region("det_gemm.fwd", [&] { forward_launches(a, b, c, e, t, scratch, a_shards, partials); });
@@ -186,10 +195,10 @@ ws1::Result<ws1::Tensors> backward(const ws1::Tensors& in, const ws1::OpContext&
 
 const CudaOp& det_gemm_cuda() {
   static const CudaOp op{kOp, forward, backward,
-                         "cuda_bf16.det_gemm.wgmma_tma.v1:wgmma_gemm_kernel_nn[128x128x64s6|128x256x64s4_by_N],"
-                         "fallback_gemm_kernel_fp32,fold_kernel",
-                         "cuda_bf16.det_gemm.wgmma_tma.v1:wgmma_gemm_kernel_nt[128x128x64s6|128x256x64s4_by_N],"
-                         "wgmma_gemm_kernel_tn[128x128x64s6|128x256x64s4_by_N],fallback_gemm_kernel_fp32"};
+                         "cuda_bf16.det_gemm.wgmma_tma.v2:wgmma_gemm_kernel_nn[128x128x64s6,"
+                         "shards_on_ctas_when_tiles_leave_sms_idle,st16],fallback_gemm_kernel_fp32,fold_kernel",
+                         "cuda_bf16.det_gemm.wgmma_tma.v2:wgmma_gemm_kernel_nt[128x256x64s4,st16],"
+                         "wgmma_gemm_kernel_tn[128x256x64s4,st16],fallback_gemm_kernel_fp32"};
   return op;
 }
 

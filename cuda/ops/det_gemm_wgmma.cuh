@@ -16,7 +16,7 @@
 // round-to-nearest adds), and the total is written once: rounded to bf16 (RNE) or as FP32.
 //
 // Kernel wgmma_gemm_kernel (sm_90a): a persistent grid (one CTA per SM) walks the output tiles
-// (128 rows x kBN columns, kBN = 256 for N >= 2048 else 128: bn_for, by N only) in a fixed
+// (128 rows x kBN columns, kBN 128 or 256: bn_for, by the layouts only) in a fixed
 // grouped order; a CTA is 3 warpgroups: warpgroup 0 is the producer (one thread issues the TMA
 // loads, cp.async.bulk.tensor, into a ring of 64-deep K blocks in 128-byte-swizzled shared
 // memory: 6 stages of 32 KiB for n128, 4 of 48 KiB for n256; each stage guarded by a full and an
@@ -30,9 +30,20 @@
 // total = 128 registers); for n256 (128 accumulator registers, no room for a second set) a
 // per-CTA slot of global scratch (128 x 256 floats, L2-resident, each thread writing and reading
 // back only its own elements), total = slot + acc after each shard r >= 1. A consumer warpgroup
-// whose 64 rows all lie past M issues no wgmma (it only keeps the ring going). The sum of an
-// element depends only on its row of A, its column of B, the shard bounds and kBN (that is, N):
-// never on M, the tile position or the launch order (no split-K across CTAs, no atomics).
+// whose 64 rows all lie past M issues no wgmma (it only keeps the ring going).
+// Shards on separate CTAs (n128 tiles; split_for: where the tiles alone would leave SMs idle): a work unit
+// is one shard of one tile, the shards of a tile adjacent in the unit order; each unit sums its
+// shard exactly as above (from zero, the same k16 steps) into FP32 registers and stores that
+// partial in its own place of global scratch (L2-resident); then, per tile half (64 rows), an
+// arrival counter (after a fence) says who folds: the last to arrive reads the others' partials
+// and adds p0 + p1 + ... in shard order, writes the output, and zeroes the counter. No CTA ever
+// waits for another (no co-residency needed). The partials and the adds are those of the
+// single-CTA fold, so the bits are the same, whether the shards ran apart or not.
+// Epilogue (bf16 output): each quad of lanes transposes its column pairs with two xor shuffles
+// so that a lane holds 8 consecutive columns, one 16-byte store (where c and ldc allow).
+// The sum of an element depends only on its row of A, its column of B and the shard bounds:
+// never on M, kBN, where the shards ran, the tile position or the launch order (the arrival
+// order picks only which CTA adds the partials, never their order).
 //
 // Kernel fallback_gemm_kernel: the same rules on CUDA cores for shapes TMA cannot take (a
 // contiguous dimension not a multiple of 8 elements, a shard not a multiple of 16): each shard
@@ -68,9 +79,16 @@ struct Problem {
   void* c = nullptr;  // bf16 or float [M][ldc]
   std::int64_t ldc = 0;
   bool f32_out = false;
-  // Scratch for the running shard total of the n256 tiles (scratch_floats(q) floats; none
-  // when that is 0).
+  // Scratch (scratch_floats(q) floats; none when that is 0): the running shard total of the
+  // fused n256 tiles, or, with the shards on separate CTAs, the shard partials and the
+  // arrival counters (prepare_scratch zeroes those; the kernel leaves them zero).
   float* scratch = nullptr;
+  // Shards on separate CTAs: -1 by the rule (split_for), 0 never, 1 always where the kernel
+  // can (the bits are the same either way).
+  int split = -1;
+  // bf16 output: 16-byte stores (each quad of lanes transposes its pairs so that a lane holds
+  // 8 consecutive columns; no arithmetic changes) where c and ldc are 16-byte aligned.
+  bool vec_store = true;
 };
 
 // A failed CUDA call: what failed and its code (cudaSuccess: none).
@@ -81,8 +99,7 @@ struct Status {
 };
 
 // Tile configuration: 128 x kBN output tiles, K blocks of 64; kBN (128 or 256) is chosen by
-// the product's N alone (bn_for), never by M, so that a shard's sum and a k_partial call's use
-// the same wgmma shape.
+// the product's layouts (bn_for).
 inline constexpr int kBM = 128, kBK = 64;
 inline constexpr int kConsumers = 2, kThreads = 128 * (1 + kConsumers);
 inline constexpr int kGroupM = 16;  // tile order: groups of 16 row tiles, column tiles inside
@@ -103,8 +120,13 @@ struct Tile {
   static constexpr bool kTotalInScratch = BN == 256;
 };
 
-// Columns per tile for a product with n output columns.
-inline int bn_for(int n) { return n >= 2048 ? 256 : 128; }
+// Columns per tile, by the product's layouts. The bits of an element do not depend on it
+// (checked on the H200: BN 128 and 256 agree bit for bit), so a forward and its k_partial
+// calls agree whatever each one's choice. Measured on the H200 (Qwen3-8B shapes, M = 8192 and
+// decode): the forward is fastest on 128-wide tiles with the shard total in registers, the
+// backward products on 256-wide tiles.
+inline int bn_for(Major la, Major lb) { return la == Major::kK && lb == Major::kMN ? 128 : 256; }
+inline int bn_for(const Problem& q) { return bn_for(q.la, q.lb); }
 
 // ---- Device PTX wrappers -----------------------------------------------------------------------
 
@@ -257,7 +279,17 @@ struct KernelArgs {
   int M, N;
   int k_lo, k_len, shards;
   int tiles_m, tiles_n;
+  // Shards on separate CTAs (split != 0): work unit u = (tile u / shards, shard u % shards).
+  // ws: [tiles][shards][2 halves][kAcc / 4 float4][128 threads] FP32 partials; cnt: [tiles][2]
+  // arrival counters (zero before and after a launch).
+  int split;
+  float* ws;
+  int* cnt;
+  int vec_store;  // bf16 output through 16-byte stores (c and ldc 16-byte aligned)
 };
+
+// The 128 threads of consumer warpgroup c (named barrier 1 + c).
+__device__ __forceinline__ void wg_bar(int c) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory"); }
 
 // ---- The tensor-core kernel ----------------------------------------------------------------------
 
@@ -285,6 +317,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // wgmma must not look divergent, or ptxas serializes the wgmmas).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
   const int tiles = p.tiles_m * p.tiles_n;
+  // Work units: a tile with all its shards (fused), or one shard of a tile (split).
+  const int units = p.split ? tiles * p.shards : tiles;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -303,11 +337,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(&map_a)) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(&map_b)) : "memory");
       int it = 0;
-      for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+      for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x)) {
+        const int t = p.split ? u / p.shards : u;
+        const int r_lo = p.split ? u % p.shards : 0, r_hi = p.split ? r_lo + 1 : p.shards;
         int tm, tn;
         tile_coords(t, p.tiles_m, p.tiles_n, tm, tn);
         const int m0 = tm * kBM, n0 = tn * BN;
-        for (int r = 0; r < p.shards; ++r) {
+        for (int r = r_lo; r < r_hi; ++r) {
           const int ks = shard_begin(p.k_lo, p.k_len, p.shards, r), ke = shard_begin(p.k_lo, p.k_len, p.shards, r + 1);
           for (int k = ks; k < ke; k += kBK, ++it) {
             const int s = it % kStages;
@@ -342,20 +378,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr std::uint32_t kStepA = LA == Major::kK ? 32 : 2048, kStepB = LB == Major::kK ? 32 : 2048;
     constexpr std::uint32_t kLboA = LA == Major::kK ? 16 : 8192, kLboB = LB == Major::kK ? 16 : 8192;
     // This thread's slot of the scratch total (Tile<256>): float4 q at slot[q * 256].
-    float4* slot = T::kTotalInScratch && p.shards > 1
+    float4* slot = T::kTotalInScratch && p.shards > 1 && !p.split
                        ? reinterpret_cast<float4*>(p.scratch) + static_cast<std::int64_t>(blockIdx.x) * (kAcc / 4) * 256 +
                              (c * 128 + tid)
                        : nullptr;
     int it = 0;
     float acc[kAcc];
     float total[kAcc];  // unused (eliminated) with the total in scratch
-    for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+    for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x)) {
+      const int t = p.split ? u / p.shards : u;
+      const int r_lo = p.split ? u % p.shards : 0, r_hi = p.split ? r_lo + 1 : p.shards;
       int tm, tn;
       tile_coords(t, p.tiles_m, p.tiles_n, tm, tn);
       // A warpgroup whose 64 rows all lie past M computes nothing (its rows are not written);
       // the other's arithmetic is the same either way.
       const bool active = tm * kBM + c * 64 < p.M;
-      for (int r = 0; r < p.shards; ++r) {
+      for (int r = r_lo; r < r_hi; ++r) {
         const int ks = shard_begin(p.k_lo, p.k_len, p.shards, r), ke = shard_begin(p.k_lo, p.k_len, p.shards, r + 1);
         if (!active) {  // keep the ring going: wait for each block, release it at once
           for (int k = ks; k < ke; k += kBK, ++it) {
@@ -431,7 +469,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
           }
         } else {
-          if (r == 0) {
+          if (r == r_lo) {
 #pragma unroll
             for (int i = 0; i < kAcc; ++i) total[i] = acc[i];
           } else {
@@ -440,13 +478,135 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       }
-      if (!active) continue;
+      if (!active) continue;  // (on every CTA of the tile: no partial, no arrival)
+      float(&res)[kAcc] = T::kTotalInScratch ? acc : total;
+      if (!T::kTotalInScratch && p.split) {  // (n128 only: n256 has no registers to spare)
+        // This unit's shard partial (in res) meets the tile's other shards' (the same half c of
+        // the tile, on other CTAs): each stores its partial, fences, arrives; the last to
+        // arrive folds them in shard order (total = p0 + p1 + ..., FP32 adds) and writes the
+        // output. The bits are those of the fused fold: the same partials, the same adds
+        // (with two shards, p_other + p_own is p0 + p1: IEEE addition commutes).
+        const int r_own = r_lo, ns = p.shards;
+        int* cnt = p.cnt + 2 * t + c;
+        float4* const region0 =
+            reinterpret_cast<float4*>(p.ws) + static_cast<std::int64_t>(t) * ns * 2 * (kAcc / 4) * 128 + tid;
+        auto region = [&](int sh) { return region0 + static_cast<std::int64_t>(sh * 2 + c) * (kAcc / 4) * 128; };
+        {
+          float4* dst = region(r_own);
+#pragma unroll
+          for (int q = 0; q < kAcc / 4; ++q)
+            __stcg(dst + q * 128, make_float4(res[4 * q], res[4 * q + 1], res[4 * q + 2], res[4 * q + 3]));
+        }
+        __threadfence();  // this thread's partial visible device-wide before the arrival
+        wg_bar(c);
+        __shared__ int s_ticket[kConsumers];
+        if (tid == 0) s_ticket[c] = atomicAdd(cnt, 1);
+        wg_bar(c);
+        const int ticket = __shfl_sync(0xffffffffu, s_ticket[c], 0);
+        if (ticket != ns - 1) continue;
+        __threadfence();  // the others' partials (fenced before their arrivals) seen after ours
+        if (ns == 2) {  // res = p_other + res, 8 float4 per batch, the next batch in flight
+          const float4* src = region(1 - r_own);
+          constexpr int kB = 4, kBatches = kAcc / 4 / kB;
+          float4 buf[2][kB];
+#pragma unroll
+          for (int q = 0; q < kB; ++q) buf[0][q] = __ldcg(src + q * 128);
+#pragma unroll
+          for (int bt = 0; bt < kBatches; ++bt) {
+            if (bt + 1 < kBatches) {
+#pragma unroll
+              for (int q = 0; q < kB; ++q) buf[(bt + 1) & 1][q] = __ldcg(src + ((bt + 1) * kB + q) * 128);
+            }
+#pragma unroll
+            for (int q = 0; q < kB; ++q) {
+              const int i = 4 * (bt * kB + q);
+              const float4 v = buf[bt & 1][q];
+              res[i] = __fadd_rn(v.x, res[i]);
+              res[i + 1] = __fadd_rn(v.y, res[i + 1]);
+              res[i + 2] = __fadd_rn(v.z, res[i + 2]);
+              res[i + 3] = __fadd_rn(v.w, res[i + 3]);
+            }
+          }
+        } else {  // every partial is in scratch (this one too): res = p0, res = res + p1, ...
+          {
+            const float4* src = region(0);
+#pragma unroll
+            for (int q = 0; q < kAcc / 4; ++q) {
+              const float4 v = __ldcg(src + q * 128);
+              res[4 * q] = v.x, res[4 * q + 1] = v.y, res[4 * q + 2] = v.z, res[4 * q + 3] = v.w;
+            }
+          }
+          for (int sh = 1; sh < ns; ++sh) {
+            const float4* src = region(sh);
+#pragma unroll
+            for (int q = 0; q < kAcc / 4; ++q) {
+              const float4 v = __ldcg(src + q * 128);
+              res[4 * q] = __fadd_rn(res[4 * q], v.x);
+              res[4 * q + 1] = __fadd_rn(res[4 * q + 1], v.y);
+              res[4 * q + 2] = __fadd_rn(res[4 * q + 2], v.z);
+              res[4 * q + 3] = __fadd_rn(res[4 * q + 3], v.w);
+            }
+          }
+        }
+        if (tid == 0) *cnt = 0;  // every arrival is in: ready for the next launch
+      }
       // Epilogue: element i of the fragment: column 8 (i / 4) + 2 (lane % 4) + (i % 2), row
       // 16 warp + lane / 4 + 8 ((i / 2) % 2) of this warpgroup's 64.
-      float(&res)[kAcc] = T::kTotalInScratch ? acc : total;
       const int row0 = tm * kBM + c * 64 + warp * 16 + lane / 4;
       const int col0 = tn * BN + 2 * (lane % 4);
       const bool pair_ok = p.ldc % 2 == 0;
+      if constexpr (!kF32Out) {
+        if (p.vec_store) {
+          // Quad transpose: lane q of a quad holds, for column groups j = 4 g + jj, the pair at
+          // columns 8 j + 2 q; two xor-shuffle rounds leave it the pairs k = 0..3 at columns
+          // 8 (4 g + q) + 2 k, that is 8 consecutive columns, one 16-byte store.
+          const int q4 = lane & 3;
+          const bool bq = (q4 & 1) != 0, aq = (q4 & 2) != 0;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = row0 + 8 * h;
+#pragma unroll
+            for (int g = 0; g < BN / 32; ++g) {
+              std::uint32_t x[4];
+#pragma unroll
+              for (int jj = 0; jj < 4; ++jj) {
+                const int j = 4 * g + jj;
+                const __nv_bfloat162 v2 = __floats2bfloat162_rn(res[4 * j + 2 * h], res[4 * j + 2 * h + 1]);
+                x[jj] = *reinterpret_cast<const std::uint32_t*>(&v2);
+              }
+#pragma unroll
+              for (int cc = 0; cc < 2; ++cc) {
+                const std::uint32_t send = bq ? x[2 * cc] : x[2 * cc + 1];
+                const std::uint32_t recv = __shfl_xor_sync(0xffffffffu, send, 1);
+                x[2 * cc] = bq ? recv : x[2 * cc];
+                x[2 * cc + 1] = bq ? x[2 * cc + 1] : recv;
+              }
+#pragma unroll
+              for (int d = 0; d < 2; ++d) {
+                const std::uint32_t send = aq ? x[d] : x[2 + d];
+                const std::uint32_t recv = __shfl_xor_sync(0xffffffffu, send, 2);
+                x[d] = aq ? recv : x[d];
+                x[2 + d] = aq ? x[2 + d] : recv;
+              }
+              if (row < p.M) {
+                const int col = tn * BN + 8 * (4 * g + q4);
+                bf16* out = static_cast<bf16*>(p.c) + static_cast<std::int64_t>(row) * p.ldc + col;
+                if (col + 7 < p.N) {
+                  *reinterpret_cast<uint4*>(out) = make_uint4(x[0], x[1], x[2], x[3]);
+                } else {
+#pragma unroll
+                  for (int k = 0; k < 4; ++k) {
+                    const __nv_bfloat162 v2 = *reinterpret_cast<const __nv_bfloat162*>(&x[k]);
+                    if (col + 2 * k < p.N) out[2 * k] = v2.x;
+                    if (col + 2 * k + 1 < p.N) out[2 * k + 1] = v2.y;
+                  }
+                }
+              }
+            }
+          }
+          continue;
+        }
+      }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = row0 + 8 * h;
@@ -617,18 +777,64 @@ inline int sm_count() {
 
 inline KernelArgs kernel_args(const Problem& q, int tile_m, int tile_n) {
   return KernelArgs{q.scratch, q.c, q.ldc, q.M, q.N, q.k_lo, q.k_len, q.shards, (q.M + tile_m - 1) / tile_m,
-                    (q.N + tile_n - 1) / tile_n};
+                    (q.N + tile_n - 1) / tile_n, 0, nullptr, nullptr,
+                    q.vec_store && !q.f32_out && q.ldc % 8 == 0 && reinterpret_cast<std::uintptr_t>(q.c) % 16 == 0};
 }
 
 // CTAs of the persistent grid for a product with `tiles` output tiles.
 inline int wgmma_grid(std::int64_t tiles) { return static_cast<int>(tiles < sm_count() ? tiles : sm_count()); }
 
-// Floats of scratch the tensor-core kernel needs for q (its n256 tiles keep the shard total
-// there: 128 x 256 per CTA); 0 when it needs none or does not take q.
+// The rule for shards on separate CTAs: where the tiles alone fill one round of the grid with
+// SMs to spare (decode-sized M) and spreading the shards takes fewer rounds. It may depend on M:
+// the bits are the same either way (see the kernel). Measured on the H200 (decode, Qwen3-8B
+// shapes): down (K 12288) from 0.43 to 0.70x cuBLAS with the shards apart.
+inline bool split_for(std::int64_t tiles, int shards) {
+  const std::int64_t sms = sm_count();
+  return shards >= 2 && shards <= 16 && tiles <= sms && (tiles * shards + sms - 1) / sms < shards;
+}
+
+inline std::int64_t tile_count(const Problem& q, int bn) {
+  return static_cast<std::int64_t>((q.M + kBM - 1) / kBM) * ((q.N + bn - 1) / bn);
+}
+
+// Whether the tensor-core kernel runs q's shards on separate CTAs (wgmma_applies(q) must hold).
+inline bool split_applies(const Problem& q) {
+  if (q.shards < 2 || q.shards > 16 || q.split == 0) return false;
+  return q.split == 1 || split_for(tile_count(q, bn_for(q)), q.shards);
+}
+
+// The split scratch: [cnt: tiles x 2 int][ws: tiles x shards x 128 x bn partials], in floats.
+struct SplitLayout {
+  std::size_t cnt = 0, ws = 0, total = 0;
+};
+inline SplitLayout split_layout(const Problem& q, int bn) {
+  SplitLayout l;
+  const std::size_t tiles = static_cast<std::size_t>(tile_count(q, bn));
+  l.cnt = 0;
+  l.ws = (tiles * 2 + 3) / 4 * 4;
+  l.total = l.ws + tiles * static_cast<std::size_t>(q.shards) * kBM * static_cast<std::size_t>(bn);
+  return l;
+}
+
+// Floats of scratch the tensor-core kernel needs for q (the split's partials and counters, or
+// the fused n256 tiles' shard total: 128 x 256 per CTA); 0 when it needs none or does not take q.
 inline std::size_t scratch_floats(const Problem& q) {
-  if (q.M <= 0 || q.N <= 0 || q.shards <= 1 || !wgmma_applies(q) || bn_for(q.N) != 256) return 0;
-  const std::int64_t tiles = static_cast<std::int64_t>((q.M + kBM - 1) / kBM) * ((q.N + 255) / 256);
-  return static_cast<std::size_t>(wgmma_grid(tiles)) * kBM * 256;
+  if (q.M <= 0 || q.N <= 0 || q.shards <= 1 || !wgmma_applies(q)) return 0;
+  if (split_applies(q)) {  // room for the split (n128) and for the n256 total (a caller may force n256)
+    const std::size_t a = split_layout(q, 128).total,
+                      b = static_cast<std::size_t>(wgmma_grid(tile_count(q, 256))) * kBM * 256;
+    return a > b ? a : b;
+  }
+  if (bn_for(q) != 256) return 0;
+  return static_cast<std::size_t>(wgmma_grid(tile_count(q, 256))) * kBM * 256;
+}
+
+// Makes fresh scratch (scratch_floats(q) floats at q.scratch) ready: zeroes the split's
+// counters (the kernel leaves them zero again). Stream-ordered on the default stream.
+inline Status prepare_scratch(const Problem& q) {
+  if (q.scratch == nullptr || scratch_floats(q) == 0 || !split_applies(q)) return {};
+  const cudaError_t e = cudaMemsetAsync(q.scratch, 0, split_layout(q, bn_for(q)).ws * sizeof(float));
+  return e == cudaSuccess ? Status{} : Status{e, "cudaMemsetAsync(det_gemm split counters)"};
 }
 
 template <Major LA, Major LB, bool kF32Out, int BN>
@@ -638,7 +844,8 @@ Status launch_wgmma_typed(const Problem& q) {
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (attr != cudaSuccess) return {attr, "cudaFuncSetAttribute(wgmma_gemm_kernel)"};
-  if (T::kTotalInScratch && q.shards > 1 && q.scratch == nullptr)
+  const bool split = !T::kTotalInScratch && split_applies(q);
+  if ((split || T::kTotalInScratch) && q.shards > 1 && q.scratch == nullptr)
     return {cudaErrorInvalidValue, "wgmma_gemm_kernel: no scratch for the shard total"};
   CUtensorMap ma, mb;
   // A: kK {K, M} boxes {64, 128}; kMN {M, K} boxes {64, 64}. B: kK {K, N} {64, BN}; kMN {N, K} {64, 64}.
@@ -646,8 +853,16 @@ Status launch_wgmma_typed(const Problem& q) {
   if (!s) return s;
   s = LB == Major::kK ? make_map(mb, q.b, q.K, q.N, q.ldb, kBK, BN) : make_map(mb, q.b, q.N, q.K, q.ldb, 64, kBK);
   if (!s) return s;
-  const KernelArgs args = kernel_args(q, kBM, BN);
-  const int grid = wgmma_grid(static_cast<std::int64_t>(args.tiles_m) * args.tiles_n);
+  KernelArgs args = kernel_args(q, kBM, BN);
+  std::int64_t units = static_cast<std::int64_t>(args.tiles_m) * args.tiles_n;
+  if (split) {
+    const SplitLayout l = split_layout(q, BN);
+    args.split = 1;
+    args.cnt = reinterpret_cast<int*>(q.scratch + l.cnt);
+    args.ws = q.scratch + l.ws;
+    units *= q.shards;
+  }
+  const int grid = wgmma_grid(units);
   kernel<<<grid, kThreads, T::kSmemBytes>>>(ma, mb, args);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return {e, "wgmma_gemm_kernel launch"};
@@ -668,9 +883,9 @@ Status launch_wgmma_with(const Problem& q) {
   return {cudaErrorInvalidValue, "wgmma_gemm_kernel: A kMN with B kK is not instantiated"};
 }
 
-// The tensor-core kernel on q, its tile chosen by q.N (bn_for).
+// The tensor-core kernel on q, its tile chosen by bn_for (layouts, N, K).
 inline Status launch_wgmma(const Problem& q) {
-  return bn_for(q.N) == 256 ? launch_wgmma_with<256>(q) : launch_wgmma_with<128>(q);
+  return bn_for(q) == 256 ? launch_wgmma_with<256>(q) : launch_wgmma_with<128>(q);
 }
 
 template <Major LA, Major LB>
