@@ -2,8 +2,9 @@
 // bf16, the contract's K shards (OpContext::k_shards) folded in FP32 in shard order, and the
 // tensor-parallel rank's FP32 partial (OpContext::k_partial). Checked on fresh random inputs,
 // outputs poisoned by the op (NaN where nothing was written):
-// Shapes cover both tile widths (N < 2048: 128 x 128 tiles, the shard total in registers;
-// N >= 2048: 128 x 256, the total in scratch), the composite and the fallback paths.
+// Shapes cover the forward's two schedules (shards on one CTA, the total in registers; shards
+// on separate CTAs where the tiles alone leave SMs idle, folded by the last to arrive), the
+// backward's 128 x 256 tiles, the composite and the fallback paths.
 //   1. forward / backward against an FP64 host reference on sampled rows, judged by the
 //      contract's bf16 reduction rows (forward_accuracy for c, gradient_accuracy for da, db),
 //      every element written (a NaN is a violation);
@@ -190,8 +191,7 @@ std::int64_t differing(const Tensor& x, const Tensor& y) {
 
 TEST_CASE("det_gemm forward within one bf16 rounding of the FP64 product", "[gpu][det_gemm]") {
   std::uint32_t seed = 100;
-  // N < 2048: 128 x 128 tiles, the shard total in registers; N >= 2048: 128 x 256 tiles, the
-  // total in the per-CTA scratch.
+  // Shards on one CTA (many tiles) and on separate CTAs (few tiles: M = 1, or N and M small).
   for (const GemmDims& d : {GemmDims{256, 384, 2048, 1}, GemmDims{256, 384, 2048, 2}, GemmDims{128, 1024, 4096, 4},
                         GemmDims{1024, 512, 12288, 2}, GemmDims{512, 4096, 4096, 2}, GemmDims{300, 2056, 1024, 4},
                         GemmDims{1, 12288, 4096, 2}})
@@ -248,7 +248,7 @@ TEST_CASE("det_gemm forward with k_shards equals bf16 of the folded k_partial ca
   }
 }
 
-TEST_CASE("det_gemm rows of c (128 x 256 tiles) do not depend on M, bit for bit", "[gpu][det_gemm]") {
+TEST_CASE("det_gemm rows of c do not depend on M (shards on separate CTAs at small M), bit for bit", "[gpu][det_gemm]") {
   const std::int64_t M = 8192, K = 4096, N = 4096;
   const Tensor a = normal_bf16(M, K, 601), b = normal_bf16(K, N, 602);
   const Tensor c = get(forward(a, b, with_shards(2)), "c");

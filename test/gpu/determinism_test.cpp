@@ -1,5 +1,5 @@
-// Run-to-run determinism (every op, 20 runs, identical bits) and det_gemm's declared tree:
-// the cuda_bf16 kernels equal cpu_bf16 bit for bit on every det_gemm fixture.
+// Run-to-run determinism (every op, 20 runs, identical bits), and the ops whose cuda_bf16 kernels
+// equal cpu_bf16 bit for bit.
 #include <cstring>
 #include <string>
 
@@ -70,15 +70,19 @@ TEST_CASE("every op gives the same bits on 20 runs", "[gpu][determinism]") {
 }
 
 // Ops whose cuda_bf16 kernels run the cpu_bf16 candidate's exact operations in the same order
-// (det_gemm's declared tree, rms_norm's declared chunk order in both rounding orders, the pure
-// copies): equal bits on every fixture of the workload. The others differ in the last bits for
-// stated reasons (CUDA's expf/logf, tensor-core summation order; docs/gpu-runs.md).
+// (rms_norm's declared chunk order in both rounding orders, the pure copies): equal bits on every
+// fixture of the workload. The others differ in the last bits for stated reasons (CUDA's
+// expf/logf, tensor-core summation order; docs/gpu-runs.md). det_gemm is among those: under
+// Option A (decisions D11) a shard's FP32 sum is the wgmma accumulator's on the GPU and one fma
+// chain on the CPU, so the bits may differ; what both must hold (the declared split, M
+// independence, no rounded partial) is checked per backend by the invariance transforms and the
+// Option A probe.
 TEST_CASE("cuda_bf16 equals cpu_bf16 bit for bit where it runs the same operations", "[gpu][bitwise]") {
   const test::Workload& w = test::workload(test::gpu_workload_name());
   const RunContext ctx = test::cuda_run_context(w);
   auto cpu = make_cpu_bf16_backend();
   int compared = 0;
-  for (const char* name : {"det_gemm", "rms_norm", "qk_norm", "embedding", "pack"}) {
+  for (const char* name : {"rms_norm", "qk_norm", "embedding", "pack"}) {
     const Op& op = *find_op_impl(name);
     for (const FixtureSpec& s : w.catalogue) {
       if (s.op != name) continue;
