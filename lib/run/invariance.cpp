@@ -14,6 +14,7 @@
 
 #include "invariance_layout.hpp"
 #include "invariance_plan.hpp"
+#include "op_support.hpp"
 #include "ws1/fixture_lock.hpp"
 #include "ws1/judge.hpp"
 #include "ws1/numeric.hpp"
@@ -56,40 +57,46 @@ Result<Tensors> invoke(Backend& backend, const Op& op, bool backward, const Tens
   return backward ? backend.backward(op, in, ctx) : backend.forward(op, in, ctx);
 }
 
-std::vector<float> upcast(const Tensor& t) {
-  const Tensor c = t.contiguous();
-  std::vector<float> v(static_cast<std::size_t>(c.numel()));
-  if (c.dtype() == DType::kBF16)
-    from_bf16({c.data<bf16>(), v.size()}, v);
-  else if (c.dtype() == DType::kF32)
-    std::memcpy(v.data(), c.data<float>(), v.size() * sizeof(float));
-  return v;
-}
-
-// acc += t upcast to FP32, element by element (acc starts empty: +0). Parameter gradients
-// reach V x H, so no upcast copy is made.
-void add_upcast(const Tensor& t, std::vector<float>& acc) {
+// acc += t upcast to FP32, element by element. An undefined acc starts as 0 + t (a zeroed
+// accumulator's bits, -0 included) or, with from_zero false, as t itself. V x H gradients pass
+// here once per call, so the elements are split over the host's threads (each element's add is
+// the same whatever the split).
+void add_upcast(const Tensor& t, Tensor& acc, bool from_zero = true) {
   const Tensor c = t.is_contiguous() ? t : t.contiguous();
-  const auto n = static_cast<std::size_t>(c.numel());
-  if (acc.empty()) acc.assign(n, 0.0f);
-  if (c.dtype() == DType::kBF16) {
-    // bf16 -> float is the upper half of the bits (exact); inline, as this runs over V x H.
-    const auto* p = c.data<std::uint16_t>();
-    for (std::size_t i = 0; i < n; ++i)
-      acc[i] += std::bit_cast<float>(static_cast<std::uint32_t>(p[i]) << 16);
-  } else if (c.dtype() == DType::kF32) {
-    const float* p = c.data<float>();
-    for (std::size_t i = 0; i < n; ++i) acc[i] += p[i];
-  }
+  const std::int64_t n = c.numel();
+  const bool first = !acc.defined();
+  if (first) acc = Tensor::uninitialized(DType::kF32, {n});
+  float* a = acc.data<float>();
+  const bool bf = c.dtype() == DType::kBF16;
+  if (!bf && c.dtype() != DType::kF32) return;
+  const auto* pb = bf ? c.data<std::uint16_t>() : nullptr;
+  const float* pf = bf ? nullptr : c.data<float>();
+  // One plain loop per case, so that each vectorises.
+  auto run = [&](auto load) {
+    ops::parallel_for(n, 0, [&](std::int64_t lo, std::int64_t hi) {
+      if (!first)
+        for (std::int64_t i = lo; i < hi; ++i) a[i] += load(i);
+      else if (from_zero)
+        for (std::int64_t i = lo; i < hi; ++i) a[i] = 0.0f + load(i);
+      else
+        for (std::int64_t i = lo; i < hi; ++i) a[i] = load(i);
+    });
+  };
+  if (bf)  // bf16 -> float is the upper half of the bits (exact)
+    run([pb](std::int64_t i) { return std::bit_cast<float>(static_cast<std::uint32_t>(pb[i]) << 16); });
+  else
+    run([pf](std::int64_t i) { return pf[i]; });
 }
 
-// `values` rounded once to `dtype` (bf16 or f32).
-Tensor rounded(DType dtype, const Shape& shape, const std::vector<float>& values) {
-  Tensor t(dtype, shape);
-  if (dtype == DType::kBF16)
-    to_bf16(values, {t.data<bf16>(), values.size()});
-  else
-    std::memcpy(t.data<float>(), values.data(), values.size() * sizeof(float));
+// `acc` (FP32) rounded once to `dtype` (bf16 or f32), as a tensor of `shape`.
+Tensor rounded(DType dtype, const Shape& shape, const Tensor& acc) {
+  if (dtype != DType::kBF16) return acc.view(shape);
+  Tensor t = Tensor::uninitialized(dtype, shape);
+  const float* a = acc.data<float>();
+  bf16* o = t.data<bf16>();
+  ops::parallel_for(acc.numel(), 0, [&](std::int64_t lo, std::int64_t hi) {
+    to_bf16({a + lo, static_cast<std::size_t>(hi - lo)}, {o + lo, static_cast<std::size_t>(hi - lo)});
+  });
   return t;
 }
 
@@ -164,9 +171,10 @@ Result<Tensors> invoke_k_split(const RunContext& run, Backend& backend, const Op
                                      "FP32 partials (det_gemm_k_split.partial_dtype float32), so a "
                                      "rank must not round it",
                                      dtype_contract_name(a.tensor.dtype())));
-      std::vector<float> x = upcast(a.tensor), y = upcast(*b);
-      for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
-      merged.push_back({a.name, rounded(out_dtype, a.tensor.shape(), x)});
+      Tensor sum;  // p0 + p1 in rank order, FP32
+      add_upcast(a.tensor, sum, false);
+      add_upcast(*b, sum);
+      merged.push_back({a.name, rounded(out_dtype, a.tensor.shape(), sum)});
     } else if (backward && cat >= 0 && a.tensor.dim() == 2 && b->dim() == 2 &&
                a.tensor.dtype() == b->dtype()) {
       Shape s = a.tensor.shape();
@@ -203,7 +211,7 @@ ConfigResult run_config(const RunContext& run, Backend& backend, const Op& op, b
   struct Sum {
     DType dtype;
     Shape shape;
-    std::vector<float> acc;
+    Tensor acc;  // FP32, flat; undefined before the first call
   };
   std::map<std::string, Sum> sums;
   std::vector<std::string> sum_order;

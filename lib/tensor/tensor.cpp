@@ -4,12 +4,19 @@
 
 #include <fmt/format.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <cstring>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
+#include <new>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 namespace ws1 {
 namespace {
@@ -24,12 +31,110 @@ std::optional<std::size_t> checked_bytes(std::int64_t n, DType t) {
   return static_cast<std::size_t>(bytes);
 }
 
+// Host bytes of one storage. A run makes the same large tensors again and again (a V x H table
+// per call and per transform); a fresh mapping of that size costs a page fault and a kernel zero
+// fill per 4 KiB page, which measured most of such a run's time on the CPU. So blocks of at least
+// kLarge bytes are mapped with transparent huge pages requested, and on release kept in a small
+// process-wide cache from which a later block of the same size is taken again.
+class HostBlock {
+ public:
+  HostBlock() = default;
+  // n bytes, all zero (zeroed) or with unspecified contents that the caller overwrites whole.
+  static HostBlock zeroed(std::size_t n) { return HostBlock(n, true); }
+  static HostBlock uninitialized(std::size_t n) { return HostBlock(n, false); }
+  HostBlock(HostBlock&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  HostBlock& operator=(HostBlock&& o) noexcept {
+    if (this != &o) {
+      release();
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  HostBlock(const HostBlock&) = delete;
+  HostBlock& operator=(const HostBlock&) = delete;
+  ~HostBlock() { release(); }
+  std::byte* data() const { return p_; }
+
+ private:
+  static constexpr std::size_t kLarge = std::size_t{64} << 20;
+  static constexpr std::size_t kCacheBlocks = 6;
+
+  struct Cache {
+    std::mutex mutex;
+    std::vector<std::pair<std::size_t, std::byte*>> blocks;  // freed large blocks (size, base)
+    std::size_t bytes = 0;
+    std::size_t limit = 0;  // a quarter of physical memory, at most 8 GiB
+  };
+  static Cache& cache() {
+    static Cache c;
+    static std::once_flag once;
+    std::call_once(once, [] {
+      const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+      const std::size_t phys = pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
+                                                     : std::size_t{4} << 30;
+      c.limit = std::min(phys / 4, std::size_t{8} << 30);
+    });
+    return c;
+  }
+
+  HostBlock(std::size_t n, bool zero) : n_(n) {
+    if (n == 0) return;
+    if (n < kLarge) {
+      p_ = static_cast<std::byte*>(zero ? std::calloc(n, 1) : std::malloc(n));
+      if (p_ == nullptr) throw std::bad_alloc();
+      return;
+    }
+    {
+      Cache& c = cache();
+      std::lock_guard lock(c.mutex);
+      for (auto it = c.blocks.begin(); it != c.blocks.end(); ++it) {
+        if (it->first != n) continue;
+        p_ = it->second;
+        c.bytes -= n;
+        c.blocks.erase(it);
+        break;
+      }
+    }
+    if (p_ != nullptr) {
+      if (zero) std::memset(p_, 0, n);
+      return;
+    }
+    void* m = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    madvise(m, n, MADV_HUGEPAGE);  // advice only: where refused, 4 KiB pages (fresh pages are zero)
+    p_ = static_cast<std::byte*>(m);
+  }
+
+  void release() {
+    if (p_ == nullptr) return;
+    if (n_ < kLarge) {
+      std::free(p_);
+    } else {
+      Cache& c = cache();
+      std::unique_lock lock(c.mutex);
+      if (c.blocks.size() < kCacheBlocks && c.bytes + n_ <= c.limit) {
+        c.blocks.emplace_back(n_, p_);
+        c.bytes += n_;
+      } else {
+        lock.unlock();
+        munmap(p_, n_);
+      }
+    }
+    p_ = nullptr;
+    n_ = 0;
+  }
+
+  std::byte* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
 }  // namespace
 
 // Host bytes, and optionally a device copy that holds the values until the first host access
 // (host_ready false until then). The mutex orders that one fetch between readers.
 struct Tensor::Storage {
-  std::vector<std::byte> host;
+  HostBlock host;
   std::shared_ptr<const DeviceCopy> device;
   std::atomic<bool> host_ready{true};
   std::mutex mutex;
@@ -40,7 +145,7 @@ const std::byte* Tensor::host_base() const {
   if (!s.host_ready.load(std::memory_order_acquire)) {
     std::lock_guard lock(s.mutex);
     if (!s.host_ready.load(std::memory_order_relaxed)) {
-      std::vector<std::byte> h(s.device->bytes());
+      HostBlock h = HostBlock::uninitialized(s.device->bytes());
       s.device->copy_to_host(h.data());
       s.host = std::move(h);
       s.host_ready.store(true, std::memory_order_release);
@@ -116,7 +221,20 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
                                  shape_string(shape_)));
   strides_ = contiguous_strides(shape_);
   storage_ = std::make_shared<Storage>();
-  storage_->host.resize(*bytes);  // value-initialised: zeros
+  storage_->host = HostBlock::zeroed(*bytes);
+}
+
+Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  const auto bytes = checked_bytes(ws1::numel(t.shape_), dtype);
+  if (!bytes) misuse(fmt::format("Tensor::uninitialized: {} {} is too large", dtype_safetensors_name(dtype),
+                                 shape_string(t.shape_)));
+  t.strides_ = contiguous_strides(t.shape_);
+  t.storage_ = std::make_shared<Storage>();
+  t.storage_->host = HostBlock::uninitialized(*bytes);
+  return t;
 }
 
 Result<Tensor> Tensor::from_bytes(DType dtype, Shape shape, std::span<const std::byte> bytes) {
@@ -131,7 +249,7 @@ Result<Tensor> Tensor::from_bytes(DType dtype, Shape shape, std::span<const std:
                                          "needs {} bytes", bytes.size(),
                                          dtype_safetensors_name(dtype), shape_string(shape),
                                          *need));
-  Tensor t(dtype, std::move(shape));
+  Tensor t = uninitialized(dtype, std::move(shape));
   if (!bytes.empty()) std::memcpy(t.storage_->host.data(), bytes.data(), bytes.size());
   return t;
 }
@@ -230,7 +348,7 @@ Tensor Tensor::select(int dim, std::int64_t index) const {
 
 Tensor Tensor::contiguous() const {
   require_defined(*this, "contiguous");
-  Tensor out(dtype_, shape_);
+  Tensor out = uninitialized(dtype_, shape_);  // every element written below
   const std::size_t n = nbytes();
   if (n == 0) return out;
   if (is_contiguous()) {

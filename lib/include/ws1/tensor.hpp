@@ -55,6 +55,9 @@ class Tensor {
   Tensor() = default;
   // A new zero-filled contiguous tensor.
   Tensor(DType dtype, Shape shape);
+  // A new contiguous tensor whose contents are unspecified: for a caller that writes every
+  // element before any read (saves the zero fill of large tensors).
+  static Tensor uninitialized(DType dtype, Shape shape);
   // A contiguous tensor holding a copy of `bytes` (size must be numel * dtype size). A size
   // mismatch or an invalid shape is an Error (bad input, file and where left empty for the
   // caller to fill) stating expected and actual byte counts.
