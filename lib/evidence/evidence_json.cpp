@@ -164,6 +164,9 @@ json cell_json(const Cell& c) {
   json metrics = json::array();
   for (const MetricResult& m : c.metrics) metrics.push_back(metric_json(m));
   j["metrics"] = std::move(metrics);
+  json timing = json::array();
+  for (const StageTime& t : c.timing) timing.push_back(json{{"stage", t.stage}, {"seconds", t.seconds}});
+  j["timing"] = std::move(timing);
   return j;
 }
 

@@ -79,9 +79,11 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
   }
   cell.dtypes = {decls.front().candidate_dtype, DType::kF32};
 
-  // Where a cell's time goes (-v): the reference, the candidate, the judges.
+  // Where a cell's time goes (the artifact's timing, and -v): the reference, the candidate, the
+  // judges.
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  if (in.generate_seconds >= 0) cell.timing.push_back({"fixture", in.generate_seconds});
   const Clock::time_point t0 = Clock::now();
   // The reference first: a reference that fails or has the wrong dtype is our error, not the
   // candidate's (spec §9.3: provenance is checked on every path).
@@ -100,10 +102,12 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
   const Clock::time_point t1 = Clock::now();
   auto candidate = backward ? backend.backward(op, inputs, run.op_context)
                             : backend.forward(op, inputs, run.op_context);
+  const Clock::time_point t2 = Clock::now();
+  cell.timing.push_back({"reference", seconds(t0, t1)});
+  cell.timing.push_back({"candidate", seconds(t1, t2)});
   if (!candidate)
     return red(std::move(cell), "candidate failed: " + candidate.error().message());
   if (keep != nullptr) keep->candidate = *candidate;
-  const Clock::time_point t2 = Clock::now();
 
   std::vector<std::string> problems;
   for (const TensorDecl& d : decls) {
@@ -139,8 +143,9 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
     }
     cell.accuracy.push_back(std::move(t));
   }
+  cell.timing.push_back({"judge", seconds(t2, Clock::now())});
   spdlog::debug("{}: reference {:.2f} s ({}), candidate {:.2f} s, judges {:.2f} s", cell.id, seconds(t0, t1),
-                cell.reference ? cell.reference->engine : "?", seconds(t1, t2), seconds(t2, Clock::now()));
+                cell.reference ? cell.reference->engine : "?", seconds(t1, t2), cell.timing.back().seconds);
   const bool bits_ok = bitwise_verdict(cell.bitwise) == Verdict::kGreen || cell.bitwise.empty();
   const bool values_ok = accuracy_verdict(cell.accuracy) == Verdict::kGreen ||
                          (cell.accuracy.empty() && !cell.bitwise.empty());
@@ -159,10 +164,12 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
 
 Result<CellInputs> generated_inputs(const RunContext& run, FixtureGenerator& generator,
                                     const FixtureSpec& spec) {
+  const auto t0 = std::chrono::steady_clock::now();
   auto fixture = generator.generate(spec);
   if (!fixture) return fixture.error();
   if (Status st = verify_fixture(*run.lock, *fixture); !st) return st.error();
   CellInputs in;
+  in.generate_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   in.fixture_id = fixture->id;
   in.hash = fixture_hash(*fixture);
   in.hashed_id = fixture->id;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -50,7 +51,12 @@ struct ConfigResult {
   std::vector<NamedTensor> whole;   // parameter gradients
   std::size_t calls = 0;
   std::optional<std::string> failure;  // the candidate failed or gave unusable tensors
+  double seconds = 0;                  // the calls, their inputs and aggregates (timed by the caller)
 };
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 Result<Tensors> invoke(Backend& backend, const Op& op, bool backward, const Tensors& in,
                        const OpContext& ctx) {
@@ -231,20 +237,20 @@ ConfigResult run_config(const RunContext& run, Backend& backend, const Op& op, b
       const Tensor* t = find_tensor(*out, d.name);
       if (t == nullptr) {
         res.failure = fmt::format("the candidate produced no {} on call {}", d.name, ci + 1);
-        return res;
+      return res;
       }
       const Axis axis = layout.axis_of_result(d.name, *t, call.rows(), active);
       if (axis == Axis::kToken || axis == Axis::kActive) {
         if (auto err = logical.add(layout, d.name, axis, *t, tokens, call)) {
           res.failure = *err;
-          return res;
+      return res;
         }
       } else if (axis == Axis::kWhole) {
         auto [it, fresh] = sums.try_emplace(d.name, Sum{t->dtype(), t->shape(), {}});
         if (fresh) sum_order.push_back(d.name);
         if (t->dtype() != it->second.dtype || t->shape() != it->second.shape) {
           res.failure = fmt::format("{} changes dtype or shape between calls", d.name);
-          return res;
+      return res;
         }
         if (plan.calls.size() == 1) {
           res.whole.push_back({d.name, *t});
@@ -365,9 +371,11 @@ Result<std::vector<Cell>> run_invariance_cells(const RunContext& run, FixtureGen
   if (Status st = check_matrix(m, tokens); !st) return st.error();
   if (spec.tier != Tier::kInvariance)
     return bad_input(m.file, spec.id, "not an invariance fixture");
+  const auto generated_from = std::chrono::steady_clock::now();
   auto fixture = generator.generate(spec);
   if (!fixture) return fixture.error();
   if (Status st = verify_fixture(*run.lock, *fixture); !st) return st.error();
+  const double generate_seconds = seconds_since(generated_from);
 
   const bool backward = judgment == Judgment::kGradientInvariance;
   const Direction direction = backward ? Direction::kBackward : Direction::kForward;
@@ -392,6 +400,7 @@ Result<std::vector<Cell>> run_invariance_cells(const RunContext& run, FixtureGen
   base.fixture = std::move(ref);
   base.readback = backend.readback();
   base.threshold = *threshold;
+  base.timing.push_back({"shared:fixture", generate_seconds});
   const std::vector<TensorDecl> decls = backward ? op.gradients() : op.outputs();
   if (!decls.empty()) base.dtypes = {decls.front().candidate_dtype, decls.front().candidate_dtype};
 
@@ -417,9 +426,13 @@ Result<std::vector<Cell>> run_invariance_cells(const RunContext& run, FixtureGen
       cells.push_back(std::move(cell));
       continue;
     }
-    if (!canonical)
+    if (!canonical) {
+      const auto t0 = std::chrono::steady_clock::now();
       canonical = run_config(run, backend, op, backward, layout, fixture->tensors, tokens,
                              invariance::make_plan(m, tokens, std::nullopt, op.token_layout()));
+      canonical->seconds = seconds_since(t0);
+    }
+    cell.timing.push_back({"shared:canonical_calls", canonical->seconds});
     if (canonical->failure) {
       cell.verdict = Verdict::kRed;
       cell.reason = "canonical BN/full: " + *canonical->failure;
@@ -430,10 +443,13 @@ Result<std::vector<Cell>> run_invariance_cells(const RunContext& run, FixtureGen
     Plan plan = invariance::make_plan(m, tokens, t, op.token_layout());
     if (!previous || !(previous->first == plan)) {
       previous.reset();  // results reach V x H: hold one configuration's at a time
+      const auto t0 = std::chrono::steady_clock::now();
       ConfigResult r = run_config(run, backend, op, backward, layout, fixture->tensors, tokens, plan);
+      r.seconds = seconds_since(t0);
       previous.emplace(std::move(plan), std::move(r));
     }
     const ConfigResult& got = previous->second;
+    cell.timing.push_back({"calls", got.seconds});
     if (got.failure) {
       cell.verdict = Verdict::kRed;
       cell.reason = *got.failure;
@@ -442,16 +458,21 @@ Result<std::vector<Cell>> run_invariance_cells(const RunContext& run, FixtureGen
     }
     // Token results (an op whose only gradient is a parameter's, embedding, has none).
     if (!canonical->tokens.empty() || canonical->whole.empty()) {
+      const auto t0 = std::chrono::steady_clock::now();
       std::vector<std::string> problems;
       auto token_tensors = compare(got.tokens, canonical->tokens, nan_policy, problems);
-      cells.push_back(finish_cell(cell, std::move(token_tensors), std::move(problems)));
+      Cell judged = cell;
+      judged.timing.push_back({"judge", seconds_since(t0)});
+      cells.push_back(finish_cell(std::move(judged), std::move(token_tensors), std::move(problems)));
     }
     if (canonical->whole.empty()) continue;
 
     Cell params = cell;
     params.id += "/parameters";
     std::vector<std::string> param_problems;
+    const auto t0 = std::chrono::steady_clock::now();
     auto whole = compare(got.whole, canonical->whole, nan_policy, param_problems);
+    params.timing.push_back({"judge", seconds_since(t0)});
     if (transform_judges_parameters(t)) {
       cells.push_back(finish_cell(std::move(params), std::move(whole), std::move(param_problems)));
       continue;

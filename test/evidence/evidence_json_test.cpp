@@ -99,7 +99,7 @@ TEST_CASE("evidence: full artifact round-trips through simdjson", "[evidence]") 
   CHECK(keys(doc) == std::vector<std::string>{"schema_version", "tool", "checkout", "command",
                                               "started", "finished", "contract", "workload",
                                               "environment", "cells", "summary", "verdict"});
-  CHECK(str(at(doc, "schema_version")) == "ws1check-evidence-v3");
+  CHECK(str(at(doc, "schema_version")) == "ws1check-evidence-v4");
   element tool = at(doc, "tool");
   CHECK(str(at(tool, "name")) == "ws1check");
   CHECK(str(at(tool, "version")) == e.tool.version);
@@ -158,8 +158,16 @@ TEST_CASE("evidence: full artifact round-trips through simdjson", "[evidence]") 
   CHECK(keys(green) == std::vector<std::string>{
                            "id", "op", "op_class", "judgment", "direction", "tier", "transform",
                            "backend", "kernel_id", "fixture", "dtypes", "readback", "reference", "threshold",
-                           "verdict", "reason", "tensors", "metrics"});
+                           "verdict", "reason", "tensors", "metrics", "timing"});
   CHECK(str(at(green, "id")) == e.cells[0].id);
+  {  // the stages in run order, their seconds exact; a cell without timings writes []
+    element timing = at(green, "timing");
+    REQUIRE(size(timing) == 4);
+    CHECK(str(at(at(timing, 0), "stage")) == "fixture");
+    CHECK(str(at(at(timing, 3), "stage")) == "judge");
+    CHECK(double(at(at(timing, 1), "seconds")) == 1.5);
+    CHECK(size(at(na, "timing")) == 0);
+  }
   CHECK(str(at(green, "op")) == "rms_norm");
   CHECK(str(at(green, "op_class")) == "reduction");
   CHECK(str(at(green, "judgment")) == "forward_accuracy");

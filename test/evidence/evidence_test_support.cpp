@@ -53,6 +53,7 @@ Evidence sample_evidence() {
   acc.worst = WorstElement{{3, 26, 4095}, 1.0078125, 1.00390625, 0.07007812500000001,
                            0.05574136008918617, false};
   green.accuracy.push_back(acc);
+  green.timing = {{"fixture", 0.25}, {"reference", 1.5}, {"candidate", 0.125}, {"judge", 0.0625}};
 
   Cell red;
   red.id = "det_gemm/gradient_invariance/primary/tp2/cuda_bf16";

@@ -140,8 +140,10 @@ def main():
             (relabeled(v3_name, EVIDENCE_PREFIX + "v2", drop_reference), "'reference' is a required"),
         f"{old_name} (lacks cells[].reference) claiming v2":
             (relabeled(old_name, EVIDENCE_PREFIX + "v2"), "'reference' is a required"),
+        f"{v3_name} as v4 (no cells[].timing)":
+            (relabeled(v3_name, EVIDENCE_PREFIX + "v4"), "'timing' is a required"),
         f"{old_name} with an unknown version":
-            (relabeled(old_name, EVIDENCE_PREFIX + "v4"), "$.schema_version"),
+            (relabeled(old_name, EVIDENCE_PREFIX + "v5"), "$.schema_version"),
         f"{v3_name} as v1 with a malformed reference (shape checked in every version)":
             (relabeled(v3_name, EVIDENCE_PREFIX + "v1", bad_reference), "$.cells[0].reference"),
     }

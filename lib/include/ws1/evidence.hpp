@@ -23,7 +23,7 @@ namespace ws1 {
 // old artifact validates against the version it claims: v1 the original, v2 adds
 // cells[].reference, v3 adds statistics_engine on accuracy tensors (docs/decisions.md D23).
 // validate() accepts only this one: it checks what this build writes, not old files.
-inline constexpr std::string_view kEvidenceSchemaVersion = "ws1check-evidence-v3";
+inline constexpr std::string_view kEvidenceSchemaVersion = "ws1check-evidence-v4";
 
 using Dims = std::vector<std::int64_t>;  // a shape or a multi-index (same type as ws1::Shape)
 
@@ -175,6 +175,14 @@ struct ReferenceProvenance {
 };
 
 // One judgment cell: (op, judgment, direction, transform, backend) on a tier.
+// Wall time of one stage of a cell's run, so that the next bottleneck is read off the artifact.
+// No verdict depends on it. A stage named "shared:..." served several cells (an invariance run
+// that several transforms compare against), and each of them lists it.
+struct StageTime {
+  std::string stage;  // fixture, reference, candidate, judge, ... (contracts/evidence.schema.json)
+  double seconds = 0;
+};
+
 struct Cell {
   std::string id;
   std::string op;
@@ -194,6 +202,7 @@ struct Cell {
   std::vector<AccuracyTensor> accuracy;
   std::vector<BitwiseTensor> bitwise;
   std::vector<MetricResult> metrics;
+  std::vector<StageTime> timing;  // in run order; empty where not measured
 };
 
 struct Summary {

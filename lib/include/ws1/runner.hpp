@@ -63,6 +63,9 @@ struct CellInputs {
   // Non-empty for the user's tensors: an op's complaint about a tensor (a shape that does not
   // fit) is reported against this file.
   std::string source_file;
+  // Seconds spent generating the tensors and checking them against the lock (< 0: not generated
+  // here, e.g. the user's file).
+  double generate_seconds = -1;
 };
 
 // What a cell computed, kept when the caller asks for it (--dump).
