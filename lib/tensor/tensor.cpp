@@ -64,7 +64,7 @@ class HostBlock {
     std::mutex mutex;
     std::vector<std::pair<std::size_t, std::byte*>> blocks;  // freed large blocks (size, base)
     std::size_t bytes = 0;
-    std::size_t limit = 0;  // a quarter of physical memory, at most 8 GiB
+    std::size_t limit = 0;  // a sixteenth of physical memory, at most 8 GiB
   };
   static Cache& cache() {
     static Cache c;
@@ -73,7 +73,7 @@ class HostBlock {
       const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
       const std::size_t phys = pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
                                                      : std::size_t{4} << 30;
-      c.limit = std::min(phys / 4, std::size_t{8} << 30);
+      c.limit = std::min(phys / 16, std::size_t{8} << 30);
     });
     return c;
   }
