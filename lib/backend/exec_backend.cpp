@@ -128,7 +128,7 @@ Result<Tensors> ExecBackend::call(const Op& op, Direction d, const Tensors& in, 
 
   const std::uint64_t id = ++requests_;
   RequestFiles files{{dir_->input_file(id), dir_->output_file(id)}};
-  if (Status st = write_safetensors(files.files[0], in); !st)
+  if (Status st = write_safetensors(files.files[0], in, {}, Durability::kTransient); !st)
     return fail(op, d, "cannot write the inputs: " + st.error().message());
   const RunRequest request{id, std::string(op.name()), d, files.files[0].string(),
                            files.files[1].string(), output_decls(decls), ctx};

@@ -53,7 +53,8 @@ std::string answer(Backend& backend, const std::string& device, unsigned threads
   auto out = r.direction == Direction::kForward ? backend.forward(*op, in->tensors, ctx)
                                                 : backend.backward(*op, in->tensors, ctx);
   if (!out) return encode_error(r.id, out.error().message());
-  if (Status st = write_safetensors(r.output_file, *out); !st) return encode_error(r.id, st.error().message());
+  if (Status st = write_safetensors(r.output_file, *out, {}, Durability::kTransient); !st)
+    return encode_error(r.id, st.error().message());
   return encode(RunReply{r.id, std::nullopt, r.output_file, backend.kernel_id(*op, r.direction),
                          readback_of(backend, device)});
 }

@@ -87,7 +87,7 @@ Result<SafetensorsIndex> read_index(const InputFile& in, const std::string& disp
 // One tensor of `entry`, its bytes filled by `fill` (which gets the destination span).
 template <class Fill>
 Result<Tensor> load_tensor(const SafetensorsEntry& entry, const std::string& display, Fill&& fill) {
-  Tensor t(entry.dtype, entry.shape);
+  Tensor t = Tensor::uninitialized(entry.dtype, entry.shape);  // every byte filled below, or an error
   std::span<std::byte> out = t.mutable_bytes();
   if (out.size() != entry.nbytes())  // cannot happen after validation; never write past `out`
     return bad_input(display, printable(entry.name), "internal error: tensor size mismatch");

@@ -159,9 +159,10 @@ class TempFile {
     return {};
   }
 
-  // fsync, close and rename over the target.
-  Status commit(const std::string& display) {
-    if (::fsync(fd_) != 0) return bad_input(display, "write", std::strerror(errno));
+  // fsync (durable), close and rename over the target.
+  Status commit(const std::string& display, Durability durability) {
+    if (durability == Durability::kDurable && ::fsync(fd_) != 0)
+      return bad_input(display, "write", std::strerror(errno));
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) return bad_input(display, "write", std::strerror(errno));
@@ -201,7 +202,7 @@ Result<std::vector<std::byte>> serialize_safetensors(std::span<const NamedTensor
 }
 
 Status write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
-                         const SafetensorsMetadata& metadata) {
+                         const SafetensorsMetadata& metadata, Durability durability) {
   const std::string display = path.string();
   try {
     if (!path.has_filename()) return bad_input(display, "write", "the path names no file");
@@ -212,7 +213,7 @@ Status write_safetensors(const std::filesystem::path& path, std::span<const Name
     if (Status s = emit(*p, [&](std::span<const std::byte> b) { return tmp.write(b, display); });
         !s)
       return s;
-    return tmp.commit(display);
+    return tmp.commit(display, durability);
   } catch (const std::exception& e) {
     return bad_input(display, "write", e.what());
   }

@@ -90,6 +90,11 @@ TEST_CASE("round trip of every dtype, incl. 0-rank and zero-size", "[safetensors
   auto bytes = ws1::serialize_safetensors(tensors, meta);
   REQUIRE(bytes.ok());
   CHECK(*bytes == st_test::read_bytes(path));
+  // A transient write (the exec protocol's files: no flush to the disk) gives the same bytes.
+  const auto transient = dir / "transient.safetensors";
+  REQUIRE(write_safetensors(transient, tensors, meta, ws1::Durability::kTransient).ok());
+  CHECK(st_test::read_bytes(transient) == *bytes);
+  CHECK(dir.listing() == std::vector<std::string>{"all.safetensors", "transient.safetensors"});  // no temporary left
   auto parsed = ws1::parse_safetensors(*bytes, "memory");
   REQUIRE(parsed.ok());
   REQUIRE(parsed->tensors.size() == back->tensors.size());

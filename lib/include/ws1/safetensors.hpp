@@ -83,8 +83,14 @@ Result<Tensor> read_safetensors_tensor(const std::filesystem::path& path,
 // Names must be non-empty, unique, valid UTF-8 and not "__metadata__"; tensors must be defined.
 Result<std::vector<std::byte>> serialize_safetensors(std::span<const NamedTensor> tensors,
                                                      const SafetensorsMetadata& metadata = {});
+// Whether a written file must survive a crash of the machine: kDurable (evidence, fixtures the
+// user keeps) flushes it to the device before it replaces the target; kTransient (the exec
+// protocol's request files, read once by the other process and removed) skips that flush, which
+// costs the disk's write bandwidth for every byte. Both are atomic for readers (rename).
+enum class Durability { kDurable, kTransient };
 // Writes the canonical file atomically (see above).
 Status write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
-                         const SafetensorsMetadata& metadata = {});
+                         const SafetensorsMetadata& metadata = {},
+                         Durability durability = Durability::kDurable);
 
 }  // namespace ws1
