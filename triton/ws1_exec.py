@@ -8,6 +8,7 @@
 - serve(): the hello, then one reply per run request, until shutdown or end of input.
 """
 import json
+import math
 import os
 import struct
 import sys
@@ -49,31 +50,42 @@ class TensorIO:
         return {"F64": np.float64, "I64": np.int64, "F32": np.float32, "I32": np.int32, "BF16": np.uint16,
                 "F16": np.float16, "U8": np.uint8, "BOOL": np.bool_}[dtype]
 
-    def decode(self, dtype, shape, raw):
+    def decode(self, dtype, shape, buf, begin):
+        """The tensor at byte `begin` of `buf` (a bytearray holding the whole file), sharing its
+        memory: no copy of the file's bytes is made."""
+        numel = math.prod(shape)
         if self.torch is None:
             import numpy as np
-            return dtype, np.frombuffer(raw, self._numpy(dtype)).reshape(shape)
-        if not raw:
+            return dtype, np.frombuffer(buf, self._numpy(dtype), count=numel, offset=begin).reshape(shape)
+        if numel == 0:
             return self.torch.empty(shape, dtype=self.to_torch[dtype])
-        return self.torch.frombuffer(bytearray(raw), dtype=self.to_torch[dtype]).reshape(shape)
+        return self.torch.frombuffer(buf, dtype=self.to_torch[dtype], count=numel, offset=begin).reshape(shape)
 
     def encode(self, tensor):
-        """(dtype, shape, bytes) of a torch tensor (any device) or a (dtype, array) pair."""
+        """(dtype, shape, raw) of a torch tensor (any device) or a (dtype, array) pair; raw is a
+        flat uint8 view of a contiguous host copy (it supports the buffer protocol)."""
         if self.torch is not None and isinstance(tensor, self.torch.Tensor):
             t = tensor.detach().to("cpu").contiguous()
-            flat = t.reshape(-1).view(self.torch.uint8)
-            return self.from_torch[t.dtype], list(t.shape), flat.numpy().tobytes()
+            return self.from_torch[t.dtype], list(t.shape), t.reshape(-1).view(self.torch.uint8).numpy()
         import numpy as np
         dtype, array = tensor
-        return dtype, list(array.shape), np.ascontiguousarray(array, self._numpy(dtype)).tobytes()
+        shape = list(np.shape(array))  # (ascontiguousarray makes a 0-d array 1-d)
+        return dtype, shape, np.ascontiguousarray(array, self._numpy(dtype)).reshape(-1).view(np.uint8)
 
     def read(self, path):
         with open(path, "rb") as f:
-            data = f.read()
-        (n,) = struct.unpack("<Q", data[:8])
-        header, body = json.loads(data[8:8 + n]), data[8 + n:]
+            size = os.fstat(f.fileno()).st_size
+            buf = bytearray(size)
+            view, got = memoryview(buf), 0
+            while got < size:
+                n = f.readinto(view[got:])
+                if not n:
+                    raise EOFError(f"{path}: {got} of {size} bytes (did the file change while being read?)")
+                got += n
+        (n,) = struct.unpack_from("<Q", buf, 0)
+        header, body = json.loads(bytes(view[8:8 + n])), 8 + n
         header.pop("__metadata__", None)
-        return {name: self.decode(e["dtype"], e["shape"], body[e["data_offsets"][0]:e["data_offsets"][1]])
+        return {name: self.decode(e["dtype"], e["shape"], buf, body + e["data_offsets"][0])
                 for name, e in header.items()}
 
     def write(self, path, tensors):
