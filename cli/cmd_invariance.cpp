@@ -84,7 +84,7 @@ Command register_invariance(CLI::App& app) {
   sub->add_option("--op", o->op, "op name or 'all'")->default_str("all");
   sub->add_option("--transform", o->transform,
                   "BN/chunked | B1/full | B1/chunked | BN/permuted | BN/padded_right | "
-                  "BN/padded_left | layout | tp2 | repeat | all")
+                  "BN/padded_left | layout | tp2 | tp4 | tp8 | repeat | all")
       ->default_str("all");
   sub->add_option("--direction", o->direction, "fwd | bwd | both")->default_str("fwd");
   add_run_options(sub, o->backend, o->contract, o->workload, o->out, o->json, o->threads);

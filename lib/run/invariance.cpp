@@ -33,7 +33,7 @@ struct Named {
   Transform t;
   std::string_view name;
 };
-constexpr std::array<Named, 9> kTransforms = {{
+constexpr std::array<Named, 11> kTransforms = {{
     {Transform::kBnChunked, "BN/chunked"},
     {Transform::kB1Chunked, "B1/chunked"},
     {Transform::kB1Full, "B1/full"},
@@ -42,6 +42,8 @@ constexpr std::array<Named, 9> kTransforms = {{
     {Transform::kBnPaddedLeft, "BN/padded_left"},
     {Transform::kLayout, "layout"},
     {Transform::kTp2, "tp2"},
+    {Transform::kTp4, "tp4"},
+    {Transform::kTp8, "tp8"},
     {Transform::kRepeat, "repeat"},
 }};
 
@@ -106,49 +108,55 @@ Tensor rounded(DType dtype, const Shape& shape, const Tensor& acc) {
   return t;
 }
 
-// How the tp2 transform's ranks combine, from the contract (DESIGN §3.1).
+// How a tensor-parallel transform's ranks combine, from the contract (DESIGN §3.1).
 enum class RankSum {
-  kFp32Partials,  // det_gemm_k_split.shards == 2: each rank's FP32 partial (k_partial), summed
-  kBf16Outputs,   // an Option B tree declared: each rank's bf16 result, summed in FP32
+  kFp32Partials,  // det_gemm_k_split.shards == ranks: each rank's FP32 partial (k_partial), summed
+  kBf16Outputs,   // an Option B tree declared (two ranks only): each rank's bf16 result, summed in FP32
 };
 
-// Why tp2 has nothing to check under this contract, or nullopt with the ranks' sum.
-std::optional<std::string> tp2_undeclared(const RunContext& run, const Op& op, RankSum* sum) {
+// Why the `ranks`-rank transform has nothing to check under this contract, or nullopt with the
+// ranks' sum.
+std::optional<std::string> tp_undeclared(const RunContext& run, const Op& op, int ranks, RankSum* sum) {
   if (run.contract != nullptr && run.contract->accumulation_exception(op.name())) {
+    if (ranks != 2)
+      return fmt::format("the contract declares an accumulation exception for {} (Option B), whose "
+                         "TP check is the two-rank one (tp2)",
+                         op.name());
     if (sum != nullptr) *sum = RankSum::kBf16Outputs;
     return std::nullopt;
   }
-  if (run.op_context.k_shards == 2) {
+  if (run.op_context.k_shards == ranks) {
     if (sum != nullptr) *sum = RankSum::kFp32Partials;
     return std::nullopt;
   }
   return fmt::format(
-      "the contract declares {} (ws1check_declarations.det_gemm_k_split.shards): TP=2 equals TP=1 "
-      "bit for bit only where the kernel's declared split is the two ranks' shards",
+      "the contract declares {} (ws1check_declarations.det_gemm_k_split.shards): TP={} equals TP=1 "
+      "bit for bit only where the kernel's declared split is the {} ranks' shards",
       run.op_context.k_shards == 1 ? std::string("no K split")
-                                   : fmt::format("a {}-shard K split", run.op_context.k_shards));
+                                   : fmt::format("a {}-shard K split", run.op_context.k_shards),
+      ranks, ranks);
 }
 
-// tp2: the call as two ranks holding the contiguous halves [r*K/2, (r+1)*K/2) of K. Forward: the
+// tp<t>: the call as t ranks holding the contiguous shards [r*K/t, (r+1)*K/t) of K. Forward: the
 // ranks' partial outputs summed in FP32 in rank order and rounded once (the all-reduce); with
 // FP32 partials (k_partial) a rank must return float32, since a rank that rounds its partial
-// is the defect this checks. Backward: each rank's gradients of its halves, concatenated along
+// is the defect this checks. Backward: each rank's gradients of its shards, concatenated along
 // K; other gradients must agree between the ranks.
 Result<Tensors> invoke_k_split(const RunContext& run, Backend& backend, const Op& op, bool backward,
-                               const Tensors& in) {
+                               const Tensors& in, int ranks) {
   const KSplit split = *op.k_split();
+  const std::string tname = fmt::format("tp{}", ranks);
   RankSum sum = RankSum::kFp32Partials;
-  if (auto why = tp2_undeclared(run, op, &sum))
-    return bad_input(std::string(op.name()), "tp2", *why);
+  if (auto why = tp_undeclared(run, op, ranks, &sum)) return bad_input(std::string(op.name()), tname, *why);
   const Tensor* lhs = find_tensor(in, split.lhs);
   const Tensor* rhs = find_tensor(in, split.rhs);
   if (lhs == nullptr || rhs == nullptr || lhs->dim() != 2 || rhs->dim() != 2)
-    return bad_input(std::string(op.name()), split.lhs, "tp2 needs a rank-2 lhs and rhs");
-  constexpr std::int64_t kRanks = 2;
+    return bad_input(std::string(op.name()), split.lhs, tname + " needs a rank-2 lhs and rhs");
+  const std::int64_t kRanks = ranks;
   const std::int64_t k = lhs->shape()[1];
   OpContext rank_ctx = run.op_context;
   rank_ctx.k_partial = !backward && sum == RankSum::kFp32Partials;
-  std::array<Tensors, kRanks> outs;
+  std::vector<Tensors> outs(static_cast<std::size_t>(kRanks));
   for (std::int64_t r = 0; r < kRanks; ++r) {
     const std::int64_t lo = r * k / kRanks, hi = (r + 1) * k / kRanks;
     Tensors part = in;
@@ -165,30 +173,37 @@ Result<Tensors> invoke_k_split(const RunContext& run, Backend& backend, const Op
     if (d.name == split.out) out_dtype = d.candidate_dtype;
   Tensors merged;
   for (const NamedTensor& a : outs[0]) {
-    const Tensor* b = find_tensor(outs[1], a.name);
-    if (b == nullptr) continue;
+    std::vector<const Tensor*> rank(static_cast<std::size_t>(kRanks), &a.tensor);
+    for (std::size_t r = 1; r < rank.size(); ++r) rank[r] = find_tensor(outs[r], a.name);
+    if (std::find(rank.begin(), rank.end(), nullptr) != rank.end()) continue;
     const int cat = a.name == "d" + split.lhs ? 1 : a.name == "d" + split.rhs ? 0 : -1;
+    const auto same_kind = [&](bool shape_too) {
+      for (const Tensor* t : rank)
+        if (t->dtype() != a.tensor.dtype() || t->dim() != a.tensor.dim() || (shape_too && t->shape() != a.tensor.shape()))
+          return false;
+      return true;
+    };
     if (!backward && a.name == split.out) {
-      if (b->shape() != a.tensor.shape() || b->dtype() != a.tensor.dtype())
-        return bad_input(std::string(op.name()), a.name, "the two ranks' outputs differ in shape or dtype");
+      if (!same_kind(true))
+        return bad_input(std::string(op.name()), a.name, "the ranks' outputs differ in shape or dtype");
       if (rank_ctx.k_partial && a.tensor.dtype() != DType::kF32)
         return bad_input(std::string(op.name()), a.name,
                          fmt::format("a rank's partial (k_partial) is {}: the declared split adds "
                                      "FP32 partials (det_gemm_k_split.partial_dtype float32), so a "
                                      "rank must not round it",
                                      dtype_contract_name(a.tensor.dtype())));
-      Tensor sum;  // p0 + p1 in rank order, FP32
+      Tensor sum;  // p0 + p1 + ... in rank order, FP32
       add_upcast(a.tensor, sum, false);
-      add_upcast(*b, sum);
+      for (std::size_t r = 1; r < rank.size(); ++r) add_upcast(*rank[r], sum);
       merged.push_back({a.name, rounded(out_dtype, a.tensor.shape(), sum)});
-    } else if (backward && cat >= 0 && a.tensor.dim() == 2 && b->dim() == 2 &&
-               a.tensor.dtype() == b->dtype()) {
+    } else if (backward && cat >= 0 && a.tensor.dim() == 2 && same_kind(false)) {
       Shape s = a.tensor.shape();
-      s[static_cast<std::size_t>(cat)] += b->shape()[static_cast<std::size_t>(cat)];
+      for (std::size_t r = 1; r < rank.size(); ++r)
+        s[static_cast<std::size_t>(cat)] += rank[r]->shape()[static_cast<std::size_t>(cat)];
       Tensor t(a.tensor.dtype(), s);
       std::int64_t at = 0;
-      for (int r = 0; r < 2; ++r) {
-        const Tensor& src = r == 0 ? a.tensor : *b;
+      for (std::size_t r = 0; r < rank.size(); ++r) {
+        const Tensor& src = *rank[r];
         const std::int64_t n = src.shape()[static_cast<std::size_t>(cat)];
         Tensor dst = t.slice(cat, at, at + n);
         at += n;
@@ -225,7 +240,7 @@ ConfigResult run_config(const RunContext& run, Backend& backend, const Op& op, b
   for (std::size_t ci = 0; ci < plan.calls.size(); ++ci) {
     const Call& call = plan.calls[ci];
     const Tensors in = invariance::call_inputs(layout, canonical, tokens, call, plan.strided);
-    auto out = plan.k_split ? invoke_k_split(run, backend, op, backward, in)
+    auto out = plan.k_ranks > 0 ? invoke_k_split(run, backend, op, backward, in, plan.k_ranks)
                             : invoke(backend, op, backward, in, run.op_context);
     if (!out) {
       res.failure = fmt::format("candidate failed on call {} of {}: {}", ci + 1, plan.calls.size(),
@@ -330,6 +345,10 @@ std::optional<Transform> transform_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+int tp_ranks(Transform t) {
+  return t == Transform::kTp2 ? 2 : t == Transform::kTp4 ? 4 : t == Transform::kTp8 ? 8 : 0;
+}
+
 std::span<const Transform> all_transforms() {
   static const std::array<Transform, kTransforms.size()> all = [] {
     std::array<Transform, kTransforms.size()> a{};
@@ -340,7 +359,7 @@ std::span<const Transform> all_transforms() {
 }
 
 bool transform_judges_parameters(Transform t) {
-  return t == Transform::kLayout || t == Transform::kTp2 || t == Transform::kRepeat;
+  return t == Transform::kLayout || tp_ranks(t) > 0 || t == Transform::kRepeat;
 }
 
 std::optional<NotApplicable> transform_not_applicable(const Op& op, Transform t,
@@ -348,9 +367,10 @@ std::optional<NotApplicable> transform_not_applicable(const Op& op, Transform t,
   const bool backward = direction == Direction::kBackward;
   if ((backward ? op.gradients() : op.outputs()).empty())
     return NotApplicable{fmt::format("{} has no {}", op.name(), backward ? "backward" : "forward")};
-  if (t == Transform::kTp2 && !op.k_split())
-    return NotApplicable{
-        fmt::format("tp2 splits a GEMM's K over two ranks; {} has no K to split", op.name()), false};
+  if (tp_ranks(t) > 0 && !op.k_split())
+    return NotApplicable{fmt::format("{} splits a GEMM's K over {} ranks; {} has no K to split", transform_name(t),
+                                     tp_ranks(t), op.name()),
+                         false};
   if (backward && op.token_layout() == TokenLayout::kAttentionGrid &&
       (t == Transform::kBnChunked || t == Transform::kB1Chunked))
     return NotApplicable{
@@ -416,8 +436,8 @@ Result<std::vector<Cell>> run_invariance_cells(const RunContext& run, FixtureGen
     cell.id = fmt::format("{}/{}/{}/invariance/{}", run.expected_backend, contract_name(judgment),
                           op.name(), cell.transform);
     auto na = transform_not_applicable(op, t, direction);
-    if (!na && t == Transform::kTp2)
-      if (auto why = tp2_undeclared(run, op, nullptr)) na = NotApplicable{*why};
+    if (!na && tp_ranks(t) > 0)
+      if (auto why = tp_undeclared(run, op, tp_ranks(t), nullptr)) na = NotApplicable{*why};
     if (!na && t == Transform::kBnPermuted && !m.permutation_enabled)
       na = NotApplicable{"the workload disables batch_permutation"};
     if (na) {

@@ -96,10 +96,10 @@ Plan make_plan(const Manifest& m, const LogicalTokens& t, std::optional<Transfor
   Plan plan;
   // repeat: the canonical plan itself, made again (the runner never reuses the canonical results
   // for it).
-  if (!tr || *tr == Transform::kLayout || *tr == Transform::kTp2 || *tr == Transform::kRepeat) {
+  if (!tr || *tr == Transform::kLayout || tp_ranks(*tr) > 0 || *tr == Transform::kRepeat) {
     plan.calls.push_back(batch(in_order));
     plan.strided = tr == Transform::kLayout;
-    plan.k_split = tr == Transform::kTp2;
+    plan.k_ranks = tr ? tp_ranks(*tr) : 0;
     return plan;
   }
   switch (*tr) {
@@ -134,6 +134,8 @@ Plan make_plan(const Manifest& m, const LogicalTokens& t, std::optional<Transfor
     }
     case Transform::kLayout:
     case Transform::kTp2:
+    case Transform::kTp4:
+    case Transform::kTp8:
     case Transform::kRepeat:
       break;  // handled above
   }

@@ -39,7 +39,7 @@ struct Call {
 struct Plan {
   std::vector<Call> calls;
   bool strided = false;  // layout: inputs handed over as non-contiguous views
-  bool k_split = false;  // tp2: each call runs as two half-K ranks
+  int k_ranks = 0;  // tp2 / tp4 / tp8: each call runs as that many ranks, each a contiguous K shard
   friend bool operator==(const Plan&, const Plan&) = default;
 };
 

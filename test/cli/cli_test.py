@@ -124,13 +124,13 @@ class Invariance(unittest.TestCase):
             transforms = {c["transform"] for c in e["cells"]}
             self.assertEqual(transforms, {"BN/chunked", "B1/full", "B1/chunked", "BN/permuted",
                                           "BN/padded_right", "BN/padded_left", "layout", "tp2",
-                                          "repeat"})
+                                          "tp4", "tp8", "repeat"})
             for c in e["cells"]:
                 self.assertIn(c["judgment"], ("forward_invariance", "gradient_invariance"))
                 self.assertEqual(c["threshold"]["mode"], "bitwise")
                 if c["verdict"] == "na":
                     self.assertTrue(c["reason"])
-                if c["transform"] == "tp2":
+                if c["transform"] in ("tp2", "tp4", "tp8"):
                     self.assertEqual(c["op"], "det_gemm")
             ops = {c["op"] for c in e["cells"] if c["verdict"] == "green"}
             self.assertEqual(len(ops), 13)

@@ -201,7 +201,7 @@ class GateSmoke(unittest.TestCase):
         self.assertTrue({"short", "primary"} <= tiers, tiers)
         transforms = {c["transform"] for c in e["cells"] if c["judgment"].endswith("invariance")}
         for t in ("BN/chunked", "B1/full", "B1/chunked", "BN/permuted", "BN/padded_right",
-                  "BN/padded_left", "layout", "tp2", "repeat"):
+                  "BN/padded_left", "layout", "tp2", "tp4", "tp8", "repeat"):
             self.assertIn(t, transforms)
 
     def test_stdout_matrix_has_a_row_per_op(self):

@@ -2,6 +2,7 @@
 // and planted defects (a batch-size-dependent split, -0 for +0, a NaN, FP32 merges under tp2,
 // a kernel that ignores strides) that must turn their cells red.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
@@ -18,9 +19,12 @@ using test::PlantedBackend;
 
 namespace {
 
+// k_shards > 0: as under a contract whose det_gemm_k_split declares that many shards (the run
+// context is where the runner and the backends read the declaration).
 std::vector<Cell> run_cells(Backend& backend, const test::Workload& w, const std::string& op,
-                            Judgment j, std::vector<Transform> transforms) {
+                            Judgment j, std::vector<Transform> transforms, std::int64_t k_shards = 0) {
   RunContext run = w.run_context();
+  if (k_shards > 0) run.op_context.k_shards = k_shards;
   FixtureGenerator gen;
   auto cells = run_invariance_cells(run, gen, backend, *find_op_impl(op), j, transforms,
                                     w.spec(op + "/invariance/pattern"));
@@ -105,11 +109,14 @@ TEST_CASE("cpu_bf16 is invariant under every transform (smoke widths)", "[run][i
       for (const Cell& c : run_cells(*cpu, w, std::string(info.name), j, ts)) {
         INFO(c.id << ": " << c.reason);
         if (c.verdict == Verdict::kNa) {
-          // The only N/A cells: parameter gradients under regrouping (D13) and attention's
-          // chunked backward; each with its reason.
+          // The only N/A cells: parameter gradients under regrouping (D13), attention's chunked
+          // backward, and the TP degrees the contract does not declare (it declares two
+          // shards: tp4, tp8); each with its reason.
           const bool params = c.id.ends_with("/parameters") && c.reason.find("D13") != std::string::npos;
           const bool chunked_attention = info.name == "attention" && c.transform.find("chunked") != std::string::npos;
-          CHECK((params || chunked_attention));
+          const bool undeclared_tp = (c.transform == "tp4" || c.transform == "tp8") &&
+                                     c.reason.find("det_gemm_k_split") != std::string::npos;
+          CHECK((params || chunked_attention || undeclared_tp));
           continue;
         }
         CHECK(c.verdict == Verdict::kGreen);
@@ -223,6 +230,40 @@ TEST_CASE("invariance: det_gemm under tp2 with FP32 partials: rounded or ignored
     REQUIRE(!cells->empty());
     CHECK(cells->front().verdict == Verdict::kNa);
     CHECK(cells->front().reason.find("det_gemm_k_split") != std::string::npos);
+  }
+}
+
+TEST_CASE("invariance: det_gemm under tp4 / tp8 where the contract declares 4 / 8 shards", "[run][invariance][planted]") {
+  const test::Workload& w = test::workload("ws1-qwen3-8b-dense");
+  const Op& op = *find_op_impl("det_gemm");
+  auto cpu = make_cpu_bf16_backend();
+  for (const auto& [shards, declared] : {std::pair{4, Transform::kTp4}, std::pair{8, Transform::kTp8}}) {
+    INFO(shards << " shards declared");
+    for (Judgment j : {Judgment::kForwardInvariance, Judgment::kGradientInvariance}) {
+      for (const Cell& c : run_cells(*cpu, w, "det_gemm", j, {declared}, shards)) {
+        INFO(c.id << ": " << c.reason);
+        CHECK(c.verdict == Verdict::kGreen);
+      }
+      // The other degrees say why they are not checked.
+      for (Transform other : {Transform::kTp2, Transform::kTp4, Transform::kTp8}) {
+        if (other == declared) continue;
+        const Cell& na = only_token_cell(run_cells(*cpu, w, "det_gemm", j, {other}, shards));
+        CHECK(na.verdict == Verdict::kNa);
+        CHECK(na.reason.find(fmt::format("a {}-shard K split", shards)) != std::string::npos);
+      }
+    }
+    // PLANTED: each rank rounds its FP32 partial to bf16 before the all-reduce.
+    PlantedBackend rounded("det_gemm", [&op](const Tensors& in, const OpContext& ctx) {
+      auto out = op.cpu_forward(in, ctx);
+      if (out && ctx.k_partial) {
+        float* p = (*out)[0].tensor.data<float>();
+        for (std::int64_t i = 0; i < (*out)[0].tensor.numel(); ++i) p[i] = round_bf16(p[i]);
+      }
+      return out;
+    });
+    const Cell red = only_token_cell(run_cells(rounded, w, "det_gemm", Judgment::kForwardInvariance, {declared}, shards));
+    INFO(red.reason);
+    CHECK(red.verdict == Verdict::kRed);
   }
 }
 

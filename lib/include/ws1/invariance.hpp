@@ -30,6 +30,8 @@ enum class Transform {
   kBnPaddedLeft,   // "BN/padded_left": pads before each sample
   kLayout,         // "layout": the canonical call on strided (non-contiguous) inputs
   kTp2,            // "tp2": det_gemm with K split over two ranks, partial outputs summed
+  kTp4,            // "tp4", "tp8": the same over four and eight ranks (N/A unless the contract
+  kTp8,            //   declares that many K shards)
   kRepeat,         // "repeat": the canonical call made again on the same inputs: a candidate
                    // whose bits change from one call to the next (not repeatable) is red
 };
@@ -37,6 +39,8 @@ enum class Transform {
 std::string_view transform_name(Transform t);
 std::optional<Transform> transform_from_name(std::string_view name);
 std::span<const Transform> all_transforms();  // in the order above
+// The ranks of a tensor-parallel transform (2, 4, 8), 0 for the others.
+int tp_ranks(Transform t);
 
 // Why `op` has no `t` cell in `direction`, or nullopt when it has one. `listed` is false for
 // pairs that `--transform all` leaves out instead of reporting N/A (tp2 for ops without a K
