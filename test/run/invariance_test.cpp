@@ -32,6 +32,19 @@ std::vector<Cell> run_cells(Backend& backend, const test::Workload& w, const std
   return std::move(cells).value();
 }
 
+// PLANTED det_gemm kernel: a tensor-parallel rank rounds its FP32 partial to bf16 before the
+// all-reduce (and still returns it as float32).
+Kernel rank_rounds_partial(const Op& op) {
+  return [&op](const Tensors& in, const OpContext& ctx) {
+    auto out = op.cpu_forward(in, ctx);
+    if (out && ctx.k_partial) {
+      float* p = (*out)[0].tensor.data<float>();
+      for (std::int64_t i = 0; i < (*out)[0].tensor.numel(); ++i) p[i] = round_bf16(p[i]);
+    }
+    return out;
+  };
+}
+
 const Cell& only_token_cell(const std::vector<Cell>& cells) {
   REQUIRE(!cells.empty());
   return cells.front();
@@ -188,14 +201,7 @@ TEST_CASE("invariance: det_gemm under tp2 with FP32 partials: rounded or ignored
   // FP32 sum exact, so all associations agree; test/ops/det_gemm_test.cpp shows it on normal
   // inputs.)
   SECTION("PLANTED: each rank rounds its partial to bf16 before the all-reduce (kept as float32)") {
-    PlantedBackend rounded("det_gemm", [&op](const Tensors& in, const OpContext& ctx) {
-      auto out = op.cpu_forward(in, ctx);
-      if (out && ctx.k_partial) {
-        float* p = (*out)[0].tensor.data<float>();
-        for (std::int64_t i = 0; i < (*out)[0].tensor.numel(); ++i) p[i] = round_bf16(p[i]);
-      }
-      return out;
-    });
+    PlantedBackend rounded("det_gemm", rank_rounds_partial(op));
     const Cell red = tp2_forward(rounded);
     INFO(red.reason);
     CHECK(red.verdict == Verdict::kRed);
@@ -253,14 +259,7 @@ TEST_CASE("invariance: det_gemm under tp4 / tp8 where the contract declares 4 / 
       }
     }
     // PLANTED: each rank rounds its FP32 partial to bf16 before the all-reduce.
-    PlantedBackend rounded("det_gemm", [&op](const Tensors& in, const OpContext& ctx) {
-      auto out = op.cpu_forward(in, ctx);
-      if (out && ctx.k_partial) {
-        float* p = (*out)[0].tensor.data<float>();
-        for (std::int64_t i = 0; i < (*out)[0].tensor.numel(); ++i) p[i] = round_bf16(p[i]);
-      }
-      return out;
-    });
+    PlantedBackend rounded("det_gemm", rank_rounds_partial(op));
     const Cell red = only_token_cell(run_cells(rounded, w, "det_gemm", Judgment::kForwardInvariance, {declared}, shards));
     INFO(red.reason);
     CHECK(red.verdict == Verdict::kRed);
