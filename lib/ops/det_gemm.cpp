@@ -64,7 +64,7 @@ Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext&
     const DetGemmInputs x = det_gemm_inputs(op, in, false);
     const gemm::ConstMatrix a = gemm::matrix(x.a), b = gemm::matrix(x.b);
     if (reference)
-      return Tensors{{"c", gemm::gemm(a, b, DType::kF32, gemm::fp32_chunked(), options(ctx))}};
+      return Tensors{{"c", gemm::gemm(a, b, DType::kF32, gemm::fp32_reference(), options(ctx))}};
     const std::int64_t t = det_gemm_shards(op, ctx);
     const std::int64_t M = a.rows, K = a.cols, N = b.cols;
     std::vector<float> total(static_cast<std::size_t>(M * N), 0.0f);
@@ -89,7 +89,7 @@ Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext
     const DetGemmInputs x = det_gemm_inputs(op, in, true);
     const gemm::ConstMatrix a = gemm::matrix(x.a), b = gemm::matrix(x.b), g = gemm::matrix(*x.dy);
     const DType out = reference ? DType::kF32 : DType::kBF16;
-    const auto red = [&](std::int64_t length) { return reference ? gemm::fp32_chunked() : chain(length); };
+    const auto red = [&](std::int64_t length) { return reference ? gemm::fp32_reference() : chain(length); };
     Tensor da = gemm::gemm(g, gemm::transposed(b), out, red(b.cols), options(ctx));  // over N
     Tensor db = gemm::gemm(gemm::transposed(a), g, out, red(a.rows), options(ctx));  // over M
     return Tensors{{"da", std::move(da)}, {"db", std::move(db)}};

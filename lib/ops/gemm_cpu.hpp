@@ -67,7 +67,7 @@ struct Reduction {
   bool round_merges = false;  // each fold step / tree merge rounded to bf16
 };
 
-// The FP32 order of the references and of the FP32-accumulating candidates: 32-wide fma
+// The FP32 order of the FP32-accumulating CPU candidates: 32-wide fma
 // chunks folded left to right in FP32 (the chunking of rms_norm's statistic).
 inline constexpr std::int64_t kFp32Chunk = 32;
 inline Reduction fp32_chunked(std::int64_t chunk = kFp32Chunk) {
@@ -81,6 +81,11 @@ inline Reduction bf16_tree(std::int64_t leaf) {
 inline Reduction fp32_tree(std::int64_t leaf) {
   return {Reduction::Kind::kMidSplitTree, leaf, false, false};
 }
+// The order of the GEMM-shaped FP32 references (det_gemm, lm_head, linear_logp): the
+// mid-split tree of 32-wide fma leaves, in FP32. A gold's own error must stay far below every
+// threshold (DESIGN §4); a left fold's grows with the number of leaves (at lm_head's V = 151936,
+// 6e-3 against float64 on dhidden), the tree's with its depth (2e-4 there).
+inline Reduction fp32_reference() { return fp32_tree(kFp32Chunk); }
 
 struct Options {
   unsigned threads = 0;     // 0: hardware concurrency (results do not depend on it)

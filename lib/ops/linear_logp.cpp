@@ -10,14 +10,16 @@
 // Orders (every output bit is fixed by the inputs; none depends on the number of rows, the
 // blocking or the thread count, except that dweight sums over the rows of the call by
 // definition):
-//   logits   each logit's sum over H as gemm_cpu's fp32_chunked(): 32-wide FP32 fma chains
-//            folded left to right (the same FP32 logits as lm_head's reference);
+//   logits   each logit's sum over H: reference gemm_cpu's fp32_reference() (32-wide FP32 fma
+//            leaves in a mid-split tree; lm_head's reference logits), candidate fp32_chunked()
+//            (the chunks folded left to right; lm_head's candidate before its rounding);
 //   lse      reference: the whole row (global max, pairwise sum); candidate: the vocabulary in
 //            1024-wide chunks from index 0, per chunk max and in-order sum of exp(x - max),
 //            merged left to right (logsumexp.hpp) — the logits of a chunk are computed, reduced
 //            and dropped; the candidate is logp's candidate applied to the FP32 logits;
-//   dweight  per vocabulary row, the sum over the rows in fp32_chunked order;
-//   dhidden  reference: one fp32_chunked sum over all of V; candidate: per 1024-wide vocabulary
+//   dweight  per vocabulary row, the sum over the rows (reference fp32_reference(), candidate
+//            fp32_chunked());
+//   dhidden  reference: one fp32_reference() sum over all of V; candidate: per 1024-wide vocabulary
 //            chunk an fp32_chunked sum over the chunk, the chunk partials added left to right
 //            in FP32 from 0.0f.
 // The candidate's backward recomputes each chunk's logits (one pass for the row lse, one for
@@ -77,10 +79,10 @@ gemm::Options options(const OpContext& ctx) { return {ctx.threads, true}; }
 
 // FP32 logits of vocabulary rows [v0, v0 + n) for every row, into out [rows, n].
 void logits_block(const Problem& p, const Tensor& weight, std::int64_t v0, std::int64_t n,
-                  float* out, const OpContext& ctx) {
+                  float* out, const gemm::Reduction& order, const OpContext& ctx) {
   const gemm::ConstMatrix wt = gemm::transposed(gemm::matrix(weight));  // [H, V]
   gemm::gemm(gemm::matrix(p.hidden), gemm::block(wt, 0, p.width, v0, n),
-             gemm::Matrix{out, DType::kF32, p.rows, n, n}, gemm::fp32_chunked(), options(ctx));
+             gemm::Matrix{out, DType::kF32, p.rows, n, n}, order, options(ctx));
 }
 
 // The candidate's row lse (and target logits), chunk by chunk.
@@ -95,7 +97,7 @@ RowStats candidate_stats(const Problem& p, const Tensor& weight, const OpContext
   std::vector<float> logits(static_cast<std::size_t>(p.rows * std::min(kSpan, p.vocab)));
   for (std::int64_t v0 = 0; v0 < p.vocab; v0 += kSpan) {
     const std::int64_t n = std::min(kSpan, p.vocab - v0);
-    logits_block(p, weight, v0, n, logits.data(), ctx);
+    logits_block(p, weight, v0, n, logits.data(), gemm::fp32_chunked(), ctx);
     parallel_for(p.rows, ctx.threads, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t r = b; r < e; ++r) {
         const auto ri = static_cast<std::size_t>(r);
@@ -121,7 +123,7 @@ FullLogits reference_logits(const Problem& p, const Tensor& weight, const OpCont
   FullLogits f;
   f.logits.resize(static_cast<std::size_t>(p.rows * p.vocab));
   f.lse.resize(static_cast<std::size_t>(p.rows));
-  logits_block(p, weight, 0, p.vocab, f.logits.data(), ctx);
+  logits_block(p, weight, 0, p.vocab, f.logits.data(), gemm::fp32_reference(), ctx);
   parallel_for(p.rows, ctx.threads, [&](std::int64_t b, std::int64_t e) {
     std::vector<float> scratch(static_cast<std::size_t>(p.vocab));
     for (std::int64_t r = b; r < e; ++r)
@@ -179,8 +181,8 @@ Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext
       FullLogits f = reference_logits(p, weight, ctx);
       to_gradient(p, dy, f.lse, 0, p.vocab, f.logits.data(), ctx);
       const gemm::ConstMatrix g = gemm::matrix(f.logits.data(), p.rows, p.vocab);
-      Tensor dh = gemm::gemm(g, wm, DType::kF32, gemm::fp32_chunked(), options(ctx));
-      Tensor dw = gemm::gemm(gemm::transposed(g), hm, DType::kF32, gemm::fp32_chunked(), options(ctx));
+      Tensor dh = gemm::gemm(g, wm, DType::kF32, gemm::fp32_reference(), options(ctx));
+      Tensor dw = gemm::gemm(gemm::transposed(g), hm, DType::kF32, gemm::fp32_reference(), options(ctx));
       return Tensors{{"dhidden", dh.view(dh_shape)}, {"dweight", std::move(dw)}};
     }
 
@@ -191,7 +193,7 @@ Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext
     std::vector<float> g(static_cast<std::size_t>(p.rows * std::min(kSpan, p.vocab)));
     for (std::int64_t v0 = 0; v0 < p.vocab; v0 += kSpan) {
       const std::int64_t n = std::min(kSpan, p.vocab - v0);
-      logits_block(p, weight, v0, n, g.data(), ctx);
+      logits_block(p, weight, v0, n, g.data(), gemm::fp32_chunked(), ctx);
       to_gradient(p, dy, s.lse, v0, n, g.data(), ctx);
       const gemm::ConstMatrix gm = gemm::matrix(g.data(), p.rows, n);
       // dweight rows [v0, v0+n): sums over the rows, rounded once to bf16.

@@ -2,17 +2,18 @@
 // Inputs hidden [..., H] bf16 (leading dims are rows, e.g. [T,H] or [1,T,H]), weight [V,H]
 // bf16 (Hugging Face [out, in]); gradient seed dy.logits [..., V] bf16.
 //
-// Reduction order (both paths, every output element, gemm_cpu.hpp): the sum over H is cut
-// into 32-wide chunks; each chunk is an FP32 fma chain from 0.0f in h order; the chunk sums
-// are folded left to right in FP32 from 0.0f. No step depends on the number of rows, the
-// vocabulary tiling or the thread count, so a row's logits do not depend on the rest of the
-// batch.
-// Reference: that FP32 sum, FP32 output. Candidate (cpu_bf16): the same FP32 sum rounded once
-// to bf16 — bitwise the reference rounded to bf16.
+// Reduction orders (every output element, gemm_cpu.hpp), each fixed by the reduction length
+// alone — not by the number of rows, the vocabulary tiling or the thread count, so a row's
+// logits do not depend on the rest of the batch:
+//   reference: FP32 fma leaves of at most 32 in a mid-split tree (gemm::fp32_reference()), FP32
+//              output — the most accurate FP32 order, as a gold must be (its error grows with
+//              the tree's depth, not with V);
+//   candidate (cpu_bf16): 32-wide FP32 fma chunks folded left to right (gemm::fp32_chunked()),
+//              rounded once to bf16.
 // Backward (analytic, same definition): dhidden = dy @ weight (sum over V) and
-// dweight = dy^T @ hidden (sum over the rows T), each in the same chunked FP32 order over its
-// own reduction dimension; FP32 outputs (reference) or bf16 outputs (candidate). dweight sums
-// over the rows of the call, so it depends on them by definition; dhidden's rows do not.
+// dweight = dy^T @ hidden (sum over the rows T), each in its path's order over its own
+// reduction dimension. dweight sums over the rows of the call, so it depends on them by
+// definition; dhidden's rows do not.
 #include "lm_head.hpp"
 
 #include <string>
@@ -56,12 +57,16 @@ Tensor as_rows(const Tensor& t, std::int64_t rows, std::int64_t width) {
 
 gemm::Options options(const OpContext& ctx) { return {ctx.threads, true}; }
 
+gemm::Reduction order(Path path) {
+  return path == Path::kReference ? gemm::fp32_reference() : gemm::fp32_chunked();
+}
+
 Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx, Path path) {
   return guarded(op, [&] {
     const LmHeadInputs x = lm_head_inputs(op, in, false);
     const Tensor h = as_rows(x.hidden, x.rows, x.width);
     Tensor logits = gemm::gemm(gemm::matrix(h), gemm::transposed(gemm::matrix(x.weight)),
-                               out_dtype(path), gemm::fp32_chunked(), options(ctx));
+                               out_dtype(path), order(path), options(ctx));
     return Tensors{{"logits", logits.view(x.logits_shape)}};
   });
 }
@@ -72,8 +77,8 @@ Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext
     const Tensor h = as_rows(x.hidden, x.rows, x.width);
     const Tensor dy2 = as_rows(*x.dy, x.rows, x.vocab);
     const gemm::ConstMatrix hm = gemm::matrix(h), wm = gemm::matrix(x.weight), g = gemm::matrix(dy2);
-    Tensor dh = gemm::gemm(g, wm, out_dtype(path), gemm::fp32_chunked(), options(ctx));                   // over V
-    Tensor dw = gemm::gemm(gemm::transposed(g), hm, out_dtype(path), gemm::fp32_chunked(), options(ctx));  // over T
+    Tensor dh = gemm::gemm(g, wm, out_dtype(path), order(path), options(ctx));                   // over V
+    Tensor dw = gemm::gemm(gemm::transposed(g), hm, out_dtype(path), order(path), options(ctx));  // over T
     return Tensors{{"dhidden", dh.view(x.hidden.shape())}, {"dweight", std::move(dw)}};
   });
 }
