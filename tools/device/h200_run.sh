@@ -67,9 +67,10 @@ for s in "$@"; do
       tar czf "$OUT/$s.tgz" -C "$OUT" $s && rm -rf "$OUT/$s" ;;
     sanitizer)
       # SANITIZER_TIMEOUT (s, default 240) bounds each tool: rc 124 in the summary = cut short.
+      # SANITIZER_FILTER picks the gpu tests run under it (default "[accuracy]"; e.g. "[det_gemm]").
       for tool in memcheck racecheck; do
         step $tool timeout ${SANITIZER_TIMEOUT:-240} env WS1_GPU_WORKLOAD=ws1-smoke \
-          /usr/local/cuda/bin/compute-sanitizer --tool $tool --error-exitcode 9 $BIN/test_gpu "[accuracy]"
+          /usr/local/cuda/bin/compute-sanitizer --tool $tool --error-exitcode 9 $BIN/test_gpu "${SANITIZER_FILTER:-[accuracy]}"
       done ;;
     evidence)
       step accuracy $BIN/ws1check accuracy --op all --direction both --tier all --backend cuda_bf16 \
