@@ -40,7 +40,7 @@ using ws1::ops::AttentionDims;
 using ws1::ops::AttentionInputs;
 using ws1::ops::kAttentionOp;
 
-constexpr const char* kEngine = "cuda_fp32 (cublasSgemm + FP32 kernels on bf16 operands widened to FP32)";
+constexpr const char* kEngine = "cuda_fp32 (cublasSgemm per 32-long K slice, pairwise tree, + FP32 kernels on bf16 operands widened to FP32)";
 constexpr int kThreads = 256;  // a multiple of 32 (block_sum / block_max)
 
 // Keys [0, limit) pass the causal test for query i (bottom-right alignment).

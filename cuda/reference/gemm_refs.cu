@@ -1,8 +1,9 @@
 // FP32 references of the GEMM-shaped ops on the device, where the CPU references take longest
 // (det_gemm over K = 12288, lm_head over V = 151936): cublasSgemm on the fixture's bf16 operands
-// widened exactly to FP32. cuBLAS sums in its own order, not the CPU reference's tree;
-// where the two differ beyond the float32 rows, test/gpu/reference_test.cpp measures both against
-// a float64 lm_head (docs/decisions.md D26).
+// widened exactly to FP32, one cuBLAS product per 32-long K slice and the slices added in a
+// pairwise tree (reference_support.cu: a gold's error then grows with the tree's depth, not with
+// K). Not the CPU reference's bits; where the two differ beyond the float32 rows,
+// test/gpu/reference_test.cpp measures both against a float64 lm_head (docs/decisions.md D26).
 #include "det_gemm.hpp"
 #include "lm_head.hpp"
 #include "reference_ops.hpp"
@@ -11,7 +12,7 @@
 namespace ws1cuda::reference {
 namespace {
 
-constexpr const char* kEngine = "cuda_fp32 (cublasSgemm on bf16 operands widened to FP32)";
+constexpr const char* kEngine = "cuda_fp32 (cublasSgemm per 32-long K slice, pairwise tree, on bf16 operands widened to FP32)";
 
 // c = a·b; backward da = dy·bᵀ (over N), db = aᵀ·dy (over M).
 ws1::Tensors det_gemm(const ws1::Tensors& in, cublasHandle_t h, bool backward) {

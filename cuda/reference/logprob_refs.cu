@@ -29,7 +29,7 @@ namespace ws1cuda::reference {
 namespace {
 
 constexpr const char* kKernelsEngine = "cuda_fp32 (FP32 kernels on bf16 logits widened to FP32)";
-constexpr const char* kCublasEngine = "cuda_fp32 (cublasSgemm + FP32 kernels on bf16 operands widened to FP32)";
+constexpr const char* kCublasEngine = "cuda_fp32 (cublasSgemm per 32-long K slice, pairwise tree, + FP32 kernels on bf16 operands widened to FP32)";
 constexpr int kThreads = 256;  // per row block; a multiple of 32 (block_sum / block_max)
 
 __device__ __forceinline__ float as_f32(float v) { return v; }

@@ -16,7 +16,7 @@ namespace ws1cuda::reference {
 
 struct DeviceRef {
   // What computes it, recorded in the evidence (cell.reference.engine), e.g.
-  // "cuda_fp32 (cublasSgemm on bf16 operands widened to FP32)".
+  // "cuda_fp32 (cublasSgemm per 32-long K slice, pairwise tree, on bf16 operands widened to FP32)".
   std::string engine;
   bool uses_cublas = false;  // true: the cell records the handle's math mode
   std::function<ws1::Tensors(const ws1::Tensors& in, const ws1::OpContext& ctx, cublasHandle_t blas)> forward;

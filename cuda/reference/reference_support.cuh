@@ -1,5 +1,6 @@
 // Device helpers shared by the cuda_fp32 references: bf16 host tensors widened exactly to FP32
-// on the device, cuBLAS FP32 GEMMs on row-major arrays, and cuBLAS status checks.
+// on the device, FP32 GEMMs on row-major arrays (cuBLAS per K slice, a tree over the slices),
+// and cuBLAS status checks.
 #pragma once
 
 #include <cublas_v2.h>
@@ -18,7 +19,9 @@ DeviceArray<float> widened(const ws1::Tensor& t);
 void check_cublas(cublasStatus_t s, const char* what);
 
 // Row-major C[M,N] = op(A)·op(B): op(A) is [M,K] (A stored [M,K], or [K,M] when ta), op(B) is
-// [K,N] (B stored [K,N], or [N,K] when tb). FP32 in, FP32 out, on the handle's math mode.
+// [K,N] (B stored [K,N], or [N,K] when tb). FP32 in, FP32 out, on the handle's math mode: cuBLAS
+// products of 32-long K slices, their partials added in a pairwise tree (the error of a sum over
+// a long K grows with the tree's depth, not with K).
 DeviceArray<float> gemm(cublasHandle_t h, const DeviceArray<float>& a, bool ta, const DeviceArray<float>& b,
                         bool tb, int M, int N, int K);
 

@@ -82,13 +82,6 @@ std::vector<float> transpose(const std::vector<float>& v, std::int64_t R, std::i
   return t;
 }
 
-Tensor rounded(const Tensor& f32) {
-  Tensor t(DType::kBF16, f32.shape());
-  const Tensor c = f32.contiguous();
-  for (std::int64_t i = 0; i < c.numel(); ++i) t.data<std::uint16_t>()[i] = to_bf16(c.data<float>()[i]).bits;
-  return t;
-}
-
 Tensors synthetic(std::int64_t T, std::int64_t V, std::int64_t H, std::uint64_t seed, float w_scale) {
   return {{"hidden", randn_bf16({T, H}, seed)},
           {"weight", randn_bf16({V, H}, seed + 1, w_scale)},
