@@ -1,7 +1,8 @@
 // `ws1check parity`: chain-level logprob parity (spec §8, DESIGN §6a) of a Qwen3 dense chain on
 // the selected backend: teacher forcing (lhs) against rollout decode (rhs), d = lhs - rhs, the
 // contract's aggregates; a table, the evidence artifact with its per-token safetensors, exit 0/1.
-// --fixture kv runs the C6/C7 decode-vs-prefill attention cases instead (ws1/kv_consistency.hpp).
+// --fixture kv runs the C6/C7 decode-vs-prefill attention cases instead (ws1/kv_consistency.hpp);
+// --logprobs judges the two sides' logprobs measured elsewhere (a trainer's, an inference engine's).
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
@@ -12,6 +13,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "gpu_environment.hpp"
 #include "run_session.hpp"
 #include "parity_model.hpp"
 #include "run_support.hpp"
@@ -23,7 +25,7 @@ namespace ws1cli {
 namespace {
 
 struct ParityOptions {
-  std::string model, fixture = "manifest";
+  std::string model, fixture = "manifest", logprobs;
   std::string backend, contract, workload, out = "ws1check-out";
   std::vector<std::uint64_t> seeds = {1, 2, 3};
   std::vector<std::int64_t> prompt_lens = {16}, response_lens = {32};
@@ -34,6 +36,7 @@ struct ParityOptions {
   bool strict = false, json = false, batched_decode = false, no_reference = false;
   unsigned threads = 0;
   std::vector<std::string> sweep_given;  // sweep-only options on the command line
+  std::vector<std::string> chain_given;  // options that run a chain (refused with --logprobs)
 };
 
 ws1::Result<ws1::ParityFixture> open_fixture(const ParityOptions& o, const Session& s, const ws1::ModelWeights& w,
@@ -66,6 +69,22 @@ ws1::Result<ws1::OpContext> op_context(const ParityOptions& o, const Session& s)
   return ctx;
 }
 
+constexpr std::string_view kHistogram = "abs_dlogp_tokens";
+
+// The metrics with their thresholds (the |d| histogram apart, see print_histogram).
+void print_metrics(const ws1::Cell& c) {
+  std::size_t width = 6;
+  for (const ws1::MetricResult& m : c.metrics) width = std::max(width, m.name.size());
+  fmt::print("{:<{}}  {:>13}  {:>10}\n", "metric", width, "value", "threshold");
+  for (const ws1::MetricResult& m : c.metrics) {
+    if (m.name.starts_with(kHistogram)) continue;
+    const bool ok = !m.threshold || m.value <= *m.threshold;
+    fmt::print("{:<{}}  {:>13.6g}  {:>10}  {}\n", m.name, width, m.value,
+               m.threshold ? fmt::format("{:.6g}", *m.threshold) : "-",
+               m.threshold ? (ok ? "pass" : "FAIL") : "reported");
+  }
+}
+
 void print_table(const ws1::Cell& c, const ws1::ModelWeights& w, const ws1::ParityFixture& f,
                  const ws1::ParityRun& run, const std::string& tokens_path) {
   fmt::print("chain parity: lhs teacher forcing, rhs {}rollout decode, d = lhs - rhs (contract dlogp_definition)\n",
@@ -74,15 +93,7 @@ void print_table(const ws1::Cell& c, const ws1::ModelWeights& w, const ws1::Pari
              w.synthetic ? " -- synthetic weights: not the WS1 chain gate" : "");
   fmt::print("fixture  {}: {} sequences, {} active tokens, hash {}\n", f.protocol, f.sequences.size(),
              f.active_tokens(), f.hash());
-  std::size_t width = 6;
-  for (const ws1::MetricResult& m : c.metrics) width = std::max(width, m.name.size());
-  fmt::print("{:<{}}  {:>13}  {:>10}\n", "metric", width, "value", "threshold");
-  for (const ws1::MetricResult& m : c.metrics) {
-    const bool ok = !m.threshold || m.value <= *m.threshold;
-    fmt::print("{:<{}}  {:>13.6g}  {:>10}  {}\n", m.name, width, m.value,
-               m.threshold ? fmt::format("{:.6g}", *m.threshold) : "-",
-               m.threshold ? (ok ? "pass" : "FAIL") : "reported");
-  }
+  print_metrics(c);
   if (!run.tokens.empty() && std::isnan(run.tokens.front().reference))
     fmt::print("FP32 reference chain: not run (--no-reference)\n");
   if (run.strict) {
@@ -174,7 +185,45 @@ int run_kv(const ParityOptions& o, Session& s, const ws1::OpContext& run_ctx) {
   return finish_run(s.evidence, o.out, "parity-" + b.name(), o.json);
 }
 
+// ---- --logprobs ----------------------------------------------------------------------------------
+
+int run_logprobs(const ParityOptions& o) {
+  if (!o.chain_given.empty())
+    return report(ws1::bad_input("--logprobs", o.logprobs, o.chain_given.front() + " runs a chain; --logprobs judges logprobs measured elsewhere"));
+  auto contract = ws1::load_contract(o.contract.empty() ? default_contract() : o.contract);
+  if (!contract) return report(contract.error());
+  auto workload = WorkloadContext::load(o.workload.empty() ? default_workload() : o.workload, false);
+  if (!workload) return report(workload.error());
+  auto pairs = ws1::read_logprob_pairs(o.logprobs);
+  if (!pairs) return report(pairs.error());
+  auto cell = ws1::logprob_pairs_cell(*contract, *pairs, o.strict);
+  if (!cell) return report(cell.error());
+
+  ws1::Evidence e = ws1::begin_evidence(cli_argv());
+  fill_gpu_environment(e.environment);
+  e.environment.backend = std::string(ws1::kLogprobsBackend);
+  e.contract = {contract->file, contract->version, contract->sha256};
+  const ws1::Manifest& m = workload->manifest;
+  e.workload = {m.file, m.workload_id, m.version, m.identity_sha256};
+  if (!o.json) {
+    const ws1::RolePair roles = contract->parity_roles();
+    fmt::print("logprob parity: lhs {}, rhs {} (the contract's roles), d = lhs - rhs\n", roles.lhs, roles.rhs);
+    fmt::print("logprobs {}: {} tokens{}, hash {}\n", pairs->source, pairs->lhs.size(),
+               pairs->sequence.empty() ? "" : " with sequence ids", cell->fixture ? cell->fixture->hash : "-");
+    print_metrics(*cell);
+    fmt::print("approx_kl0 = mean(exp(d) - 1 - d): verl's k3 estimator (kl_penalty low_var_kl) with ref = lhs, "
+               "logprob = rhs\n|d| histogram (tokens):");
+    for (const ws1::MetricResult& mr : cell->metrics)
+      if (mr.name.starts_with(kHistogram) && mr.value > 0)
+        fmt::print(" {} {:.0f};", mr.name.substr(kHistogram.size()), mr.value);
+    fmt::print("\n");
+  }
+  e.cells.push_back(std::move(cell).value());
+  return finish_run(e, o.out, "parity-logprobs", o.json);
+}
+
 int run(const ParityOptions& o) {
+  if (!o.logprobs.empty()) return run_logprobs(o);
   auto session = open_session({o.backend, o.contract, o.workload, o.threads});
   if (!session) return report(session.error());
   Session& s = **session;
@@ -220,9 +269,13 @@ int run(const ParityOptions& o) {
 Command register_parity(CLI::App& app) {
   auto o = std::make_shared<ParityOptions>();
   auto* sub = app.add_subcommand("parity", "chain-level teacher forcing vs rollout decode parity");
-  sub->add_option("--model", o->model, "synthetic:tiny | synthetic:qwen3-8b | PATH (Hugging Face snapshot)");
-  sub->add_option("--fixture", o->fixture,
+  CLI::Option* model = sub->add_option("--model", o->model, "synthetic:tiny | synthetic:qwen3-8b | PATH (Hugging Face snapshot)");
+  CLI::Option* fixture = sub->add_option("--fixture", o->fixture,
                   "manifest (the gate: s0..s3) | sweep (spec §8.1) | kv (C6/C7 decode vs prefill attention cases)")->default_str("manifest");
+  sub->add_option("--logprobs", o->logprobs,
+                  "judge logprobs measured elsewhere instead of running a chain: FILE.safetensors (lhs, rhs "
+                  "float32 [N]; optional sequence, position int64), FILE.jsonl ({\"lhs\": .., \"rhs\": ..} per "
+                  "line) or LHS.npy,RHS.npy");
   const std::vector<CLI::Option*> sweep_only = {
       sub->add_option("--seeds", o->seeds, "sweep: prompt and sampling seeds")->delimiter(',')->default_str("1,2,3"),
       sub->add_option("--prompt-len", o->prompt_lens, "sweep: prompt lengths")->delimiter(',')->default_str("16"),
@@ -232,16 +285,20 @@ Command register_parity(CLI::App& app) {
       sub->add_option("--sequences", o->sequences, "sweep: sequences per seed, length pair and logit scale")
           ->default_str("4"),
       sub->add_option("--temperature", o->temperature, "sweep: sampling temperature (0: greedy)")->default_str("1")};
-  sub->add_option("--rms-norm-order", o->rms_norm_order, "contract | kernel | hf")->default_str("contract");
+  CLI::Option* order = sub->add_option("--rms-norm-order", o->rms_norm_order, "contract | kernel | hf")->default_str("contract");
   sub->add_flag("--strict", o->strict, "also require d == 0 exactly; localise the first bitwise drift");
-  sub->add_flag("--no-reference", o->no_reference,
+  CLI::Option* no_reference = sub->add_flag("--no-reference", o->no_reference,
                 "skip the FP32 reference chain (CPU; slow at Qwen3-8B dims): no *_vs_fp32 metrics");
-  sub->add_flag("--batched-decode", o->batched_decode,
+  CLI::Option* batched = sub->add_flag("--batched-decode", o->batched_decode,
                 "rhs decodes the sequences together (several lengths in flight, key_mask)");
   add_run_options(sub, o->backend, o->contract, o->workload, o->out, o->json, o->threads);
-  return {sub, [o, sweep_only] {
+  std::vector<const CLI::Option*> chain_only = {model, fixture, order, no_reference, batched, sub->get_option("--backend")};
+  chain_only.insert(chain_only.end(), sweep_only.begin(), sweep_only.end());
+  return {sub, [o, sweep_only, chain_only] {
             for (const CLI::Option* opt : sweep_only)
               if (opt->count() > 0) o->sweep_given.push_back(opt->get_name());
+            for (const CLI::Option* opt : chain_only)
+              if (opt->count() > 0) o->chain_given.push_back(opt->get_name());
             return run(*o);
           }};
 }

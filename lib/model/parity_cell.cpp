@@ -46,9 +46,31 @@ std::string token_at(const ParityCellInputs& in, std::int64_t i) {
   return fmt::format("{} position {}", in.fixture->sequences[static_cast<std::size_t>(t.sequence)].id, t.position);
 }
 
-// Gated metrics (with the contract's thresholds), then the statistics reported only.
-Status add_metrics(const ParityCellInputs& in, const DlogpStats& s, const model_detail::Sides& sides, Cell& cell) {
-  const Contract& c = *in.contract;
+// Each side against the FP32 reference chain: d = side - reference.
+void add_reference_metrics(const ParityCellInputs& in, const model_detail::Sides& sides, Cell& cell) {
+  std::vector<float> ref;
+  for (const TokenLogp& t : in.run->tokens) ref.push_back(t.reference);
+  if (ref.empty() || std::isnan(ref.front())) return;
+  for (const auto& [role, side] : {std::pair{sides.lhs_role, &sides.lhs}, std::pair{sides.rhs_role, &sides.rhs}}) {
+    const DlogpStats r = dlogp_stats(*side, ref, in.contract->clip_interval());
+    cell.metrics.push_back({role + "_vs_fp32.max_abs_dlogp", r.max_abs, std::nullopt, ""});
+    cell.metrics.push_back({role + "_vs_fp32.mean_abs_dlogp", r.mean_abs, std::nullopt, ""});
+  }
+}
+
+std::string strict_reason(const ParityCellInputs& in, const BitwiseTensor& bits) {
+  std::string s = fmt::format("strict: d is not exactly 0 at {} of {} active tokens", bits.mismatches,
+                              in.run->tokens.size());
+  if (in.run->drift)
+    s += fmt::format("; first drift: {}, {}", *in.run->drift_sequence, in.run->drift->text());
+  return s;
+}
+
+}  // namespace
+
+namespace model_detail {
+
+Status add_dlogp_metrics(const Contract& c, const DlogpStats& s, Cell& cell) {
   const ContractDType exec = c.policy.execution_dtype;
   for (ChainMetric m : c.chain.gated_metrics) {
     auto th = c.chain_threshold(m, exec);
@@ -64,35 +86,40 @@ Status add_metrics(const ParityCellInputs& in, const DlogpStats& s, const model_
   cell.metrics.push_back({"p999_abs_dlogp", s.p999_abs, std::nullopt, ""});
   cell.metrics.push_back({"active_tokens", static_cast<double>(s.count), std::nullopt, ""});
   cell.metrics.push_back({"exact_zero_dlogp_tokens", static_cast<double>(s.exact_zero), std::nullopt, ""});
-  // Each side against the FP32 reference chain: d = side - reference.
-  std::vector<float> ref;
-  for (const TokenLogp& t : in.run->tokens) ref.push_back(t.reference);
-  if (!ref.empty() && !std::isnan(ref.front())) {
-    for (const auto& [role, side] : {std::pair{sides.lhs_role, &sides.lhs}, std::pair{sides.rhs_role, &sides.rhs}}) {
-      const DlogpStats r = dlogp_stats(*side, ref, c.clip_interval());
-      cell.metrics.push_back({role + "_vs_fp32.max_abs_dlogp", r.max_abs, std::nullopt, ""});
-      cell.metrics.push_back({role + "_vs_fp32.mean_abs_dlogp", r.mean_abs, std::nullopt, ""});
-    }
-  }
   return {};
 }
 
-std::string strict_reason(const ParityCellInputs& in, const BitwiseTensor& bits) {
-  std::string s = fmt::format("strict: d is not exactly 0 at {} of {} active tokens", bits.mismatches,
-                              in.run->tokens.size());
-  if (in.run->drift)
-    s += fmt::format("; first drift: {}, {}", *in.run->drift_sequence, in.run->drift->text());
-  return s;
+std::vector<std::string> dlogp_red_reasons(const Contract& c, const DlogpStats& s, const Cell& cell,
+                                           const std::function<std::string(std::int64_t)>& token_at) {
+  std::vector<std::string> red;
+  if (s.nonfinite > 0)
+    red.push_back(fmt::format("NaN/Inf in dlogp or exp(dlogp) at {} token(s), first {} ({}.nan_inf_policy: {})",
+                              s.nonfinite, token_at(s.first_nonfinite), kChainBlock, c.chain.nan_inf_policy));
+  std::vector<std::string> failed;
+  for (const MetricResult& m : cell.metrics)
+    if (m.threshold && !passes(m)) failed.push_back(fmt::format("{} {:.6g} > {:.6g}", m.name, m.value, *m.threshold));
+  const std::size_t gated = c.chain.gated_metrics.size();
+  if (s.nonfinite == 0 && (c.chain.require_all ? !failed.empty() : failed.size() == gated)) {
+    std::string text;
+    for (const auto& f : failed) text += (text.empty() ? "" : ", ") + f;
+    red.push_back(text);
+  }
+  return red;
 }
 
-}  // namespace
-
-Result<Cell> parity_cell(const ParityCellInputs& in) {
-  const Contract& c = *in.contract;
+Status check_compute_dtype(const Contract& c) {
   if (c.chain.compute_dtype != ContractDType::kFloat32)
     return bad_input(c.file, std::string(kChainBlock) + ".compute_dtype",
                      std::string(contract_name(c.chain.compute_dtype)) +
                          ": ws1check computes the chain aggregates in float32 (spec §8, upstream)");
+  return {};
+}
+
+}  // namespace model_detail
+
+Result<Cell> parity_cell(const ParityCellInputs& in) {
+  const Contract& c = *in.contract;
+  if (Status st = model_detail::check_compute_dtype(c); !st) return st.error();
   Cell cell;
   const std::string_view rhs = in.run->batched_decode ? "batched_rollout_decode" : "rollout_decode";
   cell.id = fmt::format("chain/chain_parity/{}{}/{}/{}", in.fixture->protocol,
@@ -123,20 +150,10 @@ Result<Cell> parity_cell(const ParityCellInputs& in) {
     return cell;
   }
   const DlogpStats s = dlogp_stats(sides->lhs, sides->rhs, c.clip_interval());
-  if (Status st = add_metrics(in, s, *sides, cell); !st) return st.error();
-  std::vector<std::string> red;
-  if (s.nonfinite > 0)
-    red.push_back(fmt::format("NaN/Inf in dlogp or exp(dlogp) at {} token(s), first {} ({}.nan_inf_policy: {})",
-                              s.nonfinite, token_at(in, s.first_nonfinite), kChainBlock, c.chain.nan_inf_policy));
-  std::vector<std::string> failed;
-  for (const MetricResult& m : cell.metrics)
-    if (m.threshold && !passes(m)) failed.push_back(fmt::format("{} {:.6g} > {:.6g}", m.name, m.value, *m.threshold));
-  const std::size_t gated = c.chain.gated_metrics.size();
-  if (s.nonfinite == 0 && (c.chain.require_all ? !failed.empty() : failed.size() == gated)) {
-    std::string text;
-    for (const auto& f : failed) text += (text.empty() ? "" : ", ") + f;
-    red.push_back(text);
-  }
+  if (Status st = model_detail::add_dlogp_metrics(c, s, cell); !st) return st.error();
+  add_reference_metrics(in, *sides, cell);
+  std::vector<std::string> red =
+      model_detail::dlogp_red_reasons(c, s, cell, [&](std::int64_t i) { return token_at(in, i); });
   if (run.strict) {
     cell.bitwise.push_back(judge_bitwise(fmt::format("logp {} vs {}", sides->lhs_role, sides->rhs_role),
                                          f32_vector(sides->lhs), f32_vector(sides->rhs), NanPolicy::kFail));

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`ws1check parity` end to end on cpu_bf16 with synthetic:tiny: the manifest protocol exits 0
 and writes the evidence and the per-token safetensors; --strict; --json; a small sweep; bad input
-(exit 2, nothing written), including a Hugging Face snapshot that is not the manifest's model.
+(exit 2, nothing written), including a Hugging Face snapshot that is not the manifest's model;
+--logprobs on logprobs measured elsewhere (JSONL, safetensors, an .npy pair): green, red, bad files.
 
 Usage: parity_test.py WS1CHECK SOURCE_ROOT   (stdlib; the snapshot case runs the numpy script)
 """
@@ -144,6 +145,71 @@ class Parity(unittest.TestCase):
             (["--fixture", "kv", "--batched-decode"], "--batched-decode applies to the chain"),
             (["--model", "/nonexistent/snapshot"], "/nonexistent/snapshot/config.json"),
             (["--model", "synthetic:tiny", "--fixture", "sweep", "--logit-scales", "3"], "power of two"),
+        ]
+        for args, message in cases:
+            with tempfile.TemporaryDirectory() as d:
+                rc, out, err = run("parity", *args, "--out", d)
+                self.assertEqual(rc, 2, (args, err))
+                self.assertIn(message, err)
+                self.assertEqual(os.listdir(d), [], args)
+
+    def test_logprobs_measured_elsewhere(self):
+        contract = load_json(os.path.join(ROOT, "contracts", "ws1-c1-v2.json"))
+        limit = contract["chain_logprob_aggregates"]["metrics"]["max_abs_dlogp"]["by_execution_dtype"]["bfloat16"]["threshold"]
+        lhs = [-0.5 - i / 64 for i in range(40)]
+        faithful = [x + (1 / 4096 if i % 2 else 0.0) for i, x in enumerate(lhs)]  # exact in float32
+        planted = list(faithful)
+        planted[7] = lhs[7] - 2 * limit
+        with tempfile.TemporaryDirectory() as d:
+            def jsonl(name, rhs):
+                path = os.path.join(d, name)
+                with open(path, "w") as f:
+                    for i, (a, b) in enumerate(zip(lhs, rhs)):
+                        f.write(json.dumps({"lhs": a, "rhs": b, "sequence": i // 10, "position": 8 + i % 10}) + "\n")
+                return path
+
+            def npy(name, values):
+                path = os.path.join(d, name)
+                header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }" % len(values)
+                header += " " * (63 - (10 + len(header)) % 64) + "\n"
+                with open(path, "wb") as f:
+                    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+                    f.write(struct.pack("<%df" % len(values), *values))
+                return path
+
+            out = os.path.join(d, "out")
+            rc, stdout, err = run("parity", "--logprobs", jsonl("good.jsonl", faithful), "--out", out)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("40 tokens with sequence ids", stdout)
+            self.assertIn("verl's k3 estimator", stdout)
+            e = load_json(os.path.join(out, "parity-logprobs.json"))
+            self.assertEqual(e["verdict"], "green")
+            c = e["cells"][0]
+            self.assertEqual(c["judgment"], "chain_parity")
+            self.assertEqual(c["backend"], {"expected": "logprobs_file", "actual": "logprobs_file"})
+            m = {x["name"]: x for x in c["metrics"]}
+            self.assertEqual(m["max_abs_dlogp"]["value"], 1 / 4096)
+            self.assertEqual(m["max_abs_dlogp"]["threshold"], limit)
+            self.assertEqual(m["abs_dlogp_tokens0"]["value"], 20)
+            self.assertEqual(m["abs_dlogp_tokens(1e-04,1e-03]"]["value"], 20)
+
+            rc, stdout, err = run("parity", "--logprobs", jsonl("bad.jsonl", planted), "--out", out)
+            self.assertEqual(rc, 1, err)
+            e = load_json(os.path.join(out, "parity-logprobs.json"))
+            self.assertEqual(e["verdict"], "red")
+            self.assertIn("max_abs_dlogp", e["cells"][0]["reason"])
+
+            pair = npy("l.npy", lhs) + "," + npy("r.npy", faithful)
+            rc, stdout, err = run("parity", "--logprobs", pair, "--strict", "--out", out)
+            self.assertEqual(rc, 1, err)
+            self.assertIn("strict: d is not exactly 0 at 20 of 40 tokens",
+                          load_json(os.path.join(out, "parity-logprobs.json"))["cells"][0]["reason"])
+
+        cases = [
+            (["--logprobs", "x.csv"], "expected FILE.safetensors, FILE.jsonl or LHS.npy,RHS.npy"),
+            (["--logprobs", "/nonexistent/a.jsonl"], "/nonexistent/a.jsonl"),
+            (["--logprobs", "a.jsonl", "--model", "synthetic:tiny"], "--model runs a chain"),
+            (["--logprobs", "a.jsonl", "--backend", "cpu_bf16"], "--backend runs a chain"),
         ]
         for args, message in cases:
             with tempfile.TemporaryDirectory() as d:

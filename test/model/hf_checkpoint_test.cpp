@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "model_test_support.hpp"
+#include "temp_dir.hpp"
 #include "ws1/hash.hpp"
 #include "ws1/safetensors.hpp"
 
@@ -29,18 +30,7 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ws1-hf-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using test::TempDir;
 
 // Writes the tiny checkpoint into `dir` with the script's extra arguments (test/model/meson.build
 // names the interpreter with numpy and the script).
@@ -72,7 +62,7 @@ WeightSnapshot pins_of(const fs::path& dir) {
 }  // namespace
 
 TEST_CASE("a tiny Hugging Face checkpoint loads, verified, and runs the parity protocol", "[model][hf]") {
-  TempDir d;
+  TempDir d("ws1-hf");
   write_checkpoint(d.path);
   const WeightSnapshot pins = pins_of(d.path);
   auto w = load_hf_checkpoint(d.path, pins);
@@ -103,7 +93,7 @@ TEST_CASE("a tiny Hugging Face checkpoint loads, verified, and runs the parity p
 }
 
 TEST_CASE("a shard whose hash differs from its pin is refused, naming the shard", "[model][hf]") {
-  TempDir d;
+  TempDir d("ws1-hf");
   write_checkpoint(d.path);
   const WeightSnapshot pins = pins_of(d.path);
   {  // one byte of the last tensor's data changes: same size, another hash
@@ -121,7 +111,7 @@ TEST_CASE("a shard whose hash differs from its pin is refused, naming the shard"
 }
 
 TEST_CASE("the index, an unpinned shard and the manifest's own pins are checked before any tensor", "[model][hf]") {
-  TempDir d;
+  TempDir d("ws1-hf");
   write_checkpoint(d.path);
   WeightSnapshot pins = pins_of(d.path);
   WeightSnapshot bad_index = pins;
@@ -162,7 +152,7 @@ TEST_CASE("a missing, mis-shaped or non-bf16 tensor is refused, naming the file 
       {"--f32 model.norm.weight", kShard2, "model.norm.weight: dtype F32 (expected BF16)"},
   };
   for (const Case& c : cases) {
-    TempDir d;
+    TempDir d("ws1-hf");
     write_checkpoint(d.path, c.args);
     auto w = load_hf_checkpoint(d.path, pins_of(d.path));  // pinned as written: hashes match
     REQUIRE_FALSE(w.ok());
@@ -172,7 +162,7 @@ TEST_CASE("a missing, mis-shaped or non-bf16 tensor is refused, naming the file 
 }
 
 TEST_CASE("config.json must describe a Qwen3 dense decoder the chain runs", "[model][hf]") {
-  TempDir d;
+  TempDir d("ws1-hf");
   write_checkpoint(d.path);
   std::string text = slurp(d.path / "config.json");
   text.replace(text.find("\"tie_word_embeddings\": false"), 28, "\"tie_word_embeddings\": true");

@@ -124,6 +124,40 @@ struct DlogpStats {
 DlogpStats dlogp_stats(std::span<const float> lhs, std::span<const float> rhs,
                        std::pair<double, double> clip_interval);
 
+// ---- logprobs measured elsewhere (parity_logprobs.cpp) --------------------------------------------
+
+// Per-token logprobs of the two sides from outside ws1check — e.g. the trainer's teacher forcing
+// and the inference engine's rollout that RL frameworks already log — lhs and rhs in the
+// contract's roles (lhs training-style, rhs inference-style as the shipped contract names them),
+// d = lhs - rhs.
+struct LogprobPairs {
+  std::string source;  // the --logprobs argument
+  std::vector<float> lhs, rhs;
+  std::vector<std::int64_t> sequence, position;  // each empty, or one per token
+};
+
+// The backend id of such a cell (nothing of ws1check's ran).
+inline constexpr std::string_view kLogprobsBackend = "logprobs_file";
+
+// Reads FILE.safetensors (lhs, rhs float32 [N]; optional sequence, position int64 [N]; no other
+// tensor), FILE.jsonl (one object per non-blank line with numbers "lhs", "rhs" and optional
+// integers "sequence", "position" — each on every line or on none — and no other key; numbers
+// rounded to float32, the aggregates' dtype) or LHS.npy,RHS.npy (two .npy files, version 1-3,
+// '<f4', C order, shape (N,), one length). Bad input names the file (and line) and the field.
+Result<LogprobPairs> read_logprob_pairs(const std::string& spec);
+
+// lhs, rhs (float32) and the sequence / position given, as tensors (the cell's fixture).
+std::vector<NamedTensor> logprob_pair_tensors(const LogprobPairs& pairs);
+
+// Token counts of |d| (float32): 0, decades (0,1e-08] .. (1e-01,1], (1,inf), nan/inf.
+std::vector<std::pair<std::string, std::int64_t>> abs_dlogp_histogram(std::span<const float> lhs,
+                                                                       std::span<const float> rhs);
+
+// The chain_parity cell of such pairs: the contract's gated metrics and verdict as for a chain
+// run (parity_cell), the same reported statistics, and the histogram as metrics
+// "abs_dlogp_tokens<bin>"; `strict` also requires d == 0 at every token. Red on an empty set.
+Result<Cell> logprob_pairs_cell(const Contract& contract, const LogprobPairs& pairs, bool strict);
+
 // ---- verdict (parity_cell.cpp) ------------------------------------------------------------------
 
 struct ParityCellInputs {
