@@ -192,7 +192,7 @@ Command register_accuracy(CLI::App& app) {
                   "evidence names the fixture user:<file name>, tier 'user'. Not with --tier");
   sub->add_option("--dump", o->dump,
                   "write one .safetensors file per cell into this directory (<cell id, '/' -> "
-                  "'__'>.safetensors): in.<name> inputs (dy.* included), cand.<name> candidate "
+                  "'__', other than [A-Za-z0-9._-] -> '_'>.safetensors): in.<name> inputs (dy.* included), cand.<name> candidate "
                   "and ref.<name> FP32 reference outputs or gradients, ws1.* metadata; replay "
                   "one with --inputs");
   sub->add_option("--reference", o->reference,

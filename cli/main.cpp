@@ -34,6 +34,10 @@ int main(int argc, char** argv) {
   ws1cli::set_cli_argv(argc, argv);
   CLI::App app{"ws1check: judges BF16 kernels against the WS1 precision standard"};
   app.require_subcommand(1);
+  // Usage errors read like every other error: one "ws1check: error:" line, then the hint.
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    return "ws1check: error: " + CLI::FailureMessage::simple(a, e);
+  });
   app.set_version_flag("--version", version_line());
   int verbose = 0;
   bool quiet = false;

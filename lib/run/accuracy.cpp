@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <filesystem>
@@ -352,8 +353,15 @@ Result<CellInputs> user_inputs(std::span<const OpInputDecl> decls, std::string_v
 CellDump cell_dump(const Cell& cell, const CellInputs& in, const CellTensors& computed,
                    const Contract& contract) {
   CellDump d;
-  for (char c : cell.id) d.file_name += c == '/' ? std::string("__") : std::string(1, c);
-  d.file_name += ".safetensors";
+  // A portable file name: '/' as "__", anything but [A-Za-z0-9._-] as '_' (a user fixture's
+  // id carries "user:" and its file's name), one ".safetensors" at the end.
+  constexpr std::string_view kExt = ".safetensors";
+  for (char c : cell.id) {
+    const bool plain = std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' || c == '_';
+    d.file_name += c == '/' ? std::string("__") : std::string(1, plain ? c : '_');
+  }
+  if (d.file_name.ends_with(kExt)) d.file_name.resize(d.file_name.size() - kExt.size());
+  d.file_name += kExt;
   for (const NamedTensor& t : in.tensors) d.tensors.push_back({"in." + t.name, t.tensor});
   for (const NamedTensor& t : computed.candidate) d.tensors.push_back({"cand." + t.name, t.tensor});
   for (const NamedTensor& t : computed.reference) d.tensors.push_back({"ref." + t.name, t.tensor});

@@ -38,9 +38,10 @@ class CliBasics(unittest.TestCase):
         self.assertRegex(out, r"ws1check \d+\.\d+\.\d+ \(source [0-9a-f]{40}|unknown")
 
     def test_usage_errors_exit_2(self):
-        for args in (["--no-such-flag"], ["ops", "--op", "no_such_op"], ["fixtures"], []):
+        for args in (["--no-such-flag"], ["ops", "--op", "no_such_op"], ["fixtures"], [], ["accuracy", "--bogus"]):
             rc, out, err = run(*args)
             self.assertEqual(rc, 2, args)
+            self.assertTrue(err.startswith("ws1check: error: "), (args, err))
 
     def test_ops_lists_13(self):
         rc, out, _ = run("ops")

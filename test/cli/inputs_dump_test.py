@@ -157,8 +157,13 @@ class InputsAndDumps(unittest.TestCase):
                 self.assertEqual([t["name"] for t in r["fixture"]["tensors"]], ["x", "weight", "dy.y"])
                 # Same inputs, same deterministic candidate and reference: the same statistics.
                 self.assertEqual(r["tensors"], o["tensors"])
-            # A dump of the replay replays to the same hash again.
-            second = os.path.join(dump2, sorted(os.listdir(dump2))[0])
+            # A dump of the replay replays to the same hash again; its name is portable (the
+            # user fixture's "user:" and file extension do not reach it).
+            name = sorted(os.listdir(dump2))[0]
+            self.assertRegex(name, r"^[A-Za-z0-9._-]+$")
+            self.assertEqual(name.count(".safetensors"), 1, name)
+            self.assertTrue(name.endswith(".safetensors"), name)
+            second = os.path.join(dump2, name)
             rc, _, err = accuracy("--op", "rms_norm", "--inputs", second, "--out", self.path("out3"))
             self.assertEqual(rc, 0, err)
             self.assertEqual(cells(self.path("out3"))[0]["fixture"]["hash"], original[0]["fixture"]["hash"])

@@ -143,7 +143,7 @@ Result<CellInputs> user_inputs(std::span<const OpInputDecl> decls, std::string_v
 // ref.<name>, and metadata (format, cell id, op, judgment, tier, verdict, fixture id, hash,
 // hashed id, seed, contract version, backend).
 struct CellDump {
-  std::string file_name;  // the cell id with '/' replaced by "__", then ".safetensors"
+  std::string file_name;  // the cell id, '/' as "__" and other than [A-Za-z0-9._-] as '_', ".safetensors" once
   std::vector<NamedTensor> tensors;
   std::map<std::string, std::string> metadata;
 };
