@@ -12,7 +12,7 @@ bool fill_gpu_environment(ws1::Environment& env) {
   const ws1cuda::DeviceInfo d = ws1cuda::query_device();
   if (!d.present) {
     env.gpu.reset();
-    env.gpu_absent_reason = "no CUDA device: " + d.error;
+    env.gpu_absent_reason = "no GPU found: " + d.error;
     env.backend = "cpu_bf16";
     return false;
   }

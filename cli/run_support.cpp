@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "common.hpp"
 #include "ws1/op_catalogue.hpp"
@@ -118,6 +119,8 @@ int finish_run(ws1::Evidence& evidence, const std::string& out, const std::strin
   evidence.finished = ws1::utc_now_iso8601();
   auto text = ws1::evidence_json(evidence, out + "/" + name + ".json");
   if (!text) return report(text.error());
+  std::error_code ec;
+  const bool replaces = std::filesystem::exists(std::filesystem::path(out) / (name + ".json"), ec);
   auto path = ws1::write_evidence(evidence, out, name);
   if (!path) return report(path.error());
   const ws1::Summary s = ws1::summarize(evidence.cells);
@@ -133,8 +136,8 @@ int finish_run(ws1::Evidence& evidence, const std::string& out, const std::strin
                                                                    : c.reason;
       fmt::print("{:<{}}  {:<7}  {}\n", c.id, width, ws1::verdict_name(c.verdict), detail);
     }
-    fmt::print("green {}, red {}, N/A {} of {} cells; evidence: {}\n", s.green, s.red, s.na,
-               s.total, path->string());
+    fmt::print("green {}, red {}, N/A {} of {} cells; evidence: {}{}\n", s.green, s.red, s.na, s.total,
+               path->string(), replaces ? " (replacing the previous run's; --out DIR keeps runs apart)" : "");
   }
   return s.red > 0 ? exit_code(ws1::ExitCode::kRed) : 0;
 }

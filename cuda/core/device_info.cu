@@ -18,9 +18,15 @@ DeviceInfo query_device() {
     info.cublas_version = major * 10000 + minor * 100 + patch;
   cudaError_t err = cudaGetDeviceCount(&info.device_count);
   if (err != cudaSuccess || info.device_count == 0) {
-    info.error = err != cudaSuccess
-                     ? std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err)
-                     : std::string("no CUDA device");
+    // Without any NVIDIA driver the runtime answers "driver version is insufficient": say what
+    // that means on a machine with no GPU, and keep the runtime's words beside it.
+    const std::string runtime = err != cudaSuccess ? std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err) : "";
+    if (err == cudaErrorInsufficientDriver && info.driver_version == 0)
+      info.error = "no NVIDIA driver is installed (the CUDA runtime reports " + std::string(cudaGetErrorName(err)) + ")";
+    else if (err == cudaErrorNoDevice || err == cudaSuccess)
+      info.error = "the driver sees no CUDA device" + (runtime.empty() ? "" : " (" + runtime + ")");
+    else
+      info.error = runtime;
     info.device_count = 0;
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
     return info;

@@ -58,7 +58,12 @@ class Accuracy(unittest.TestCase):
                                "--workload", SMOKE, "--out", d, cwd=ROOT)
             self.assertEqual(rc, 0, err)
             self.assertIn("cpu_bf16", err)  # says which backend it fell back to
-            self.assertRegex(out.splitlines()[-1], r"^green \d+, red 0, N/A 0 of \d+ cells; evidence: ")
+            self.assertRegex(out.splitlines()[-1], r"^green \d+, red 0, N/A 0 of \d+ cells; evidence: \S+$")
+            # The same --out again replaces the artifact, and says so.
+            rc, again, err = run("accuracy", "--op", "rms_norm", "--direction", "both",
+                                 "--workload", SMOKE, "--out", d, cwd=ROOT)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("(replacing the previous run's; --out DIR keeps runs apart)", again.splitlines()[-1])
             e = json.load(open(os.path.join(d, "accuracy-cpu_bf16.json")))
             self.assertEqual(e["summary"]["red"], 0)
             self.assertGreater(e["summary"]["green"], 0)
