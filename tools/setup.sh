@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine for ws1check and builds it into ./build.
-# Installs the Debian packages the build needs (apt-get, as root or through sudo), configures
-# Meson (CUDA is built when nvcc is found, at /usr/local/cuda on our machines) and compiles.
+# Installs the Debian packages the build needs (apt-get, as root or through sudo; its output goes
+# to build-setup.log, shown only when it fails), configures Meson (CUDA is built when nvcc is
+# found, at /usr/local/cuda on our machines) and compiles the targets named as arguments —
+# by default only the CLI, build/cli/ws1check (`meson test` builds the tests it runs itself).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(cli/ws1check)
 
 packages=(meson ninja-build pkg-config g++ git libcli11-dev libsimdjson-dev nlohmann-json3-dev
           libspdlog-dev libfmt-dev libxxhash-dev catch2 libssl-dev python3-numpy
@@ -15,13 +19,26 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  echo "setup: installing ${missing[*]}" >&2
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  echo "setup: installing ${#missing[@]} Debian packages (apt-get; log: build-setup.log)" >&2
+  if ! { $sudo apt-get update -qq &&
+         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+       >build-setup.log 2>&1; then
+    tail -n 20 build-setup.log >&2
+    echo "setup: apt-get failed (build-setup.log has all of it)" >&2
+    exit 1
+  fi
 fi
 
 [ -d /usr/local/cuda/bin ] && export PATH="$PATH:/usr/local/cuda/bin"
 if [ ! -f build/build.ninja ]; then
   meson setup build >&2
 fi
-ninja -C build >&2
+start=$SECONDS
+if grep -q "WS1_HAVE_CUDA 1" build/ws1_build_config.h 2>/dev/null; then
+  expect="the first build, CUDA kernels included, takes about 10 minutes on 2 cores"
+else
+  expect="the first build takes a few minutes on 2 cores"
+fi
+echo "setup: building ${targets[*]} on $(nproc) cores ($expect)" >&2
+ninja -C build "${targets[@]}" >&2
+echo "setup: built in $((SECONDS - start)) s" >&2
