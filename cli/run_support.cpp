@@ -94,10 +94,20 @@ std::string bits_text(const ws1::Cell& c) {
   return s;
 }
 
+// Max ulp in context: an element N candidate steps off by at most max|err| has
+// |ref| <~ 2^p * max|err| / N (a step at |r| is more than |r| * 2^-p, p the significand bits),
+// so a large count beside a green verdict reads as what it is: tiny values, tiny steps.
+std::string ulp_text(const ws1::AccuracyTensor& t) {
+  const double n = t.ulp_distance.max;
+  if (!(n >= 16) || !std::isfinite(t.abs_error.max)) return fmt::format("max ulp {:.0f}", n);
+  const int p = t.dtype == ws1::DType::kBF16 ? 8 : t.dtype == ws1::DType::kF16 ? 11 : 24;
+  return fmt::format("max ulp {:.0f} (at |ref| below ~{:.2g})", n, std::ldexp(t.abs_error.max, p) / n);
+}
+
 std::string worst_text(const ws1::Cell& c) {
   if (c.accuracy.empty() && !c.bitwise.empty()) return bits_text(c);
   // The tensor whose worst element uses the largest share of its allowance (|err| / allowed,
-  // the judge's margin), then that tensor's max |err|, P99.9 and max ulp, against the row.
+  // the judge's margin) first, then that tensor's max |err|, P99.9 and max ulp, against the row.
   const ws1::AccuracyTensor* worst = nullptr;
   const auto ratio = [](const ws1::AccuracyTensor& t) { return t.worst ? t.worst->margin : 0.0; };
   for (const auto& t : c.accuracy)
@@ -105,11 +115,9 @@ std::string worst_text(const ws1::Cell& c) {
   if (worst == nullptr || !c.threshold) return c.reason;
   const std::string at =
       worst->worst ? fmt::format(" at {}", ws1::shape_string(worst->worst->index)) : "";
-  return fmt::format(
-      "{}: |err|/allowed {:.3g}{}; max|err| {:.3g}, p99.9 {:.3g}, max ulp {:.0f} (atol {:.3g}, "
-      "rtol {:.3g})",
-      worst->name, ratio(*worst), at, worst->abs_error.max, worst->abs_error.p999,
-      worst->ulp_distance.max, c.threshold->atol.value_or(0), c.threshold->rtol.value_or(0));
+  return fmt::format("{}: |err|/allowed {:.3g}{}; max|err| {:.3g}, p99.9 {:.3g}, {} (atol {:.3g}, rtol {:.3g})",
+                     worst->name, ratio(*worst), at, worst->abs_error.max, worst->abs_error.p999, ulp_text(*worst),
+                     c.threshold->atol.value_or(0), c.threshold->rtol.value_or(0));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@ Usage: cli_test.py WS1CHECK SOURCE_ROOT   (stdlib only)
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -42,6 +43,21 @@ class CliBasics(unittest.TestCase):
             rc, out, err = run(*args)
             self.assertEqual(rc, 2, args)
             self.assertTrue(err.startswith("ws1check: error: "), (args, err))
+
+    def test_large_ulp_counts_come_with_their_context(self):
+        # A green cell can be thousands of bf16 steps off where the values are tiny (attention's
+        # outlier-channel dq); the table says how small those values are instead of an alarm.
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run("accuracy", "--op", "attention", "--direction", "bwd", "--tier", "primary",
+                               "--workload", SMOKE, "--out", d, cwd=ROOT)
+            self.assertEqual(rc, 0, err)
+            counts = [int(m.group(1)) for m in re.finditer(r"max ulp (\d+)", out)]
+            self.assertTrue(any(n >= 1000 for n in counts), out)
+            for m in re.finditer(r"max\|err\| ([0-9.e+-]+), p99.9 \S+, max ulp (\d+)( \(at \|ref\| below ~([0-9.e+-]+)\))?", out):
+                n = int(m.group(2))
+                self.assertEqual(m.group(3) is not None, n >= 16, m.group(0))
+                if n >= 16:  # |ref| <~ 2^8 max|err| / N for a bf16 candidate
+                    self.assertAlmostEqual(float(m.group(4)), 256 * float(m.group(1)) / n, delta=0.06 * float(m.group(4)))
 
     def test_ops_lists_13(self):
         rc, out, _ = run("ops")

@@ -4,7 +4,7 @@
 #   bash tools/device/h200_run.sh STEP...
 #   STEP: env suite suite-real determinism-real sanitizer evidence bench parity-manifest
 #         parity-sweep parity-kv triton-smoke triton-evidence audit gate-smoke gate-real
-#         bench-det-gemm reference evidence-gpuref triton-accuracy-real judge
+#         bench-det-gemm reference reference-real evidence-gpuref triton-accuracy-real judge
 #         gate-real-bg bg bg-wait evidence-8k suite-8k acc-ops gemm-peers det-gemm
 # evidence-8k runs accuracy (golds from cuda_fp32) and invariance on the 8192-token workload
 # (fixtures/ws1-bench-8k.json), one op per run so that each finished op leaves its evidence
@@ -143,7 +143,12 @@ for s in "$@"; do
       while [ ! -f /tmp/ws1-bg/done ] && [ $((SECONDS - t0)) -lt ${BG_WAIT:-540} ]; do sleep 5; done
       cp /tmp/ws1-bg/*.log /tmp/ws1-bg/*.tgz "$OUT"/ 2>/dev/null
       summary+=("bg-wait: $( [ -f /tmp/ws1-bg/done ] && echo "done rc=$(cat /tmp/ws1-bg/done)" || echo running) after $((SECONDS - t0))s") ;;
-    reference) step reference env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu "[reference]" ;;
+    reference|reference-real)
+      # The cuda_fp32 golds against the CPU ones (and, where they differ beyond the float32 row,
+      # both against float64); reference-real at the Qwen3-8B widths (V = 151936).
+      W=ws1-smoke
+      [ $s = reference-real ] && W=ws1-qwen3-8b-dense
+      step $s env WS1_GPU_WORKLOAD=$W $BIN/test_gpu "[reference]" ;;
     evidence-gpuref)
       # The real-width accuracy run with the golds from the cuda_fp32 engine (the ops it computes on
       # the device; the rest on the host); each cell records its engine.
