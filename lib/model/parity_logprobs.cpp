@@ -3,9 +3,10 @@
 // metrics and verdict as a chain run's (parity_cell.cpp), plus a histogram of |d|.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 #include <string_view>
 
@@ -18,13 +19,7 @@
 namespace ws1 {
 namespace {
 
-namespace fs = std::filesystem;
-
 constexpr std::string_view kFormats = "expected FILE.safetensors, FILE.jsonl or LHS.npy,RHS.npy";
-
-bool ends_with(std::string_view s, std::string_view tail) {
-  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
-}
 
 Status check_lengths(const LogprobPairs& p, const std::string& file) {
   const std::size_t n = p.lhs.size();
@@ -201,7 +196,7 @@ Result<LogprobPairs> read_logprob_pairs(const std::string& spec) {
   Result<LogprobPairs> p = LogprobPairs{};
   if (const auto comma = spec.find(','); comma != std::string::npos) {
     const std::string l = spec.substr(0, comma), r = spec.substr(comma + 1);
-    if (!ends_with(l, ".npy") || !ends_with(r, ".npy")) return bad_input("--logprobs", spec, std::string(kFormats));
+    if (!l.ends_with(".npy") || !r.ends_with(".npy")) return bad_input("--logprobs", spec, std::string(kFormats));
     auto lhs = read_npy_f32(l);
     if (!lhs) return lhs.error();
     auto rhs = read_npy_f32(r);
@@ -210,9 +205,9 @@ Result<LogprobPairs> read_logprob_pairs(const std::string& spec) {
       return bad_input(r, "shape", fmt::format("({},): the lhs file {} has ({},)", rhs->size(), l, lhs->size()));
     p->lhs = std::move(*lhs);
     p->rhs = std::move(*rhs);
-  } else if (ends_with(spec, ".safetensors")) {
+  } else if (spec.ends_with(".safetensors")) {
     p = read_safetensors_pairs(spec);
-  } else if (ends_with(spec, ".jsonl")) {
+  } else if (spec.ends_with(".jsonl")) {
     p = read_jsonl_pairs(spec);
   } else {
     return bad_input("--logprobs", spec, std::string(kFormats));
