@@ -8,13 +8,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <span>
 #include <system_error>
+#include <thread>
 
 #include "audit_session.hpp"
 #include "commands.hpp"
@@ -42,6 +46,7 @@ struct GateOptions {
   std::string model = "synthetic:tiny";
   std::string reference;  // --reference: where the accuracy cells' FP32 golds are computed
   bool quiet = false;
+  bool overlap_backends = false;
   unsigned threads = 0;
 };
 
@@ -125,24 +130,105 @@ ws1::Result<std::vector<Step>> plan(const std::vector<std::unique_ptr<Session>>&
 }
 
 // One line on stderr, rewritten in place: cells done / total, the step running, elapsed.
+// Safe to share between the backends' threads.
 class Progress {
  public:
   Progress(bool on, std::size_t total) : on_(on), total_(total), t0_(Clock::now()) {}
-  void show(std::size_t done, const std::string& what) {
+  // `cells` more are done (0 at a step's start); `what` is running now.
+  void show(std::size_t cells, const std::string& what) {
+    std::lock_guard lock(mutex_);
+    done_ += cells;
     if (!on_) return;
     const double secs = std::chrono::duration<double>(Clock::now() - t0_).count();
-    fmt::print(stderr, "\r\x1b[K[gate {}/{} cells, {:.1f} s] {}", done, total_, secs, what);
+    fmt::print(stderr, "\r\x1b[K[gate {}/{} cells, {:.1f} s] {}", done_, total_, secs, what);
     std::fflush(stderr);
   }
   void clear() {
+    std::lock_guard lock(mutex_);
     if (on_) fmt::print(stderr, "\r\x1b[K");
   }
 
  private:
+  std::mutex mutex_;
   bool on_;
-  std::size_t total_;
+  std::size_t total_, done_ = 0;
   Clock::time_point t0_;
 };
+
+// What a run of steps produced, in step order; `error` stops it at the failing step.
+struct StepsRun {
+  std::vector<ws1::Cell> cells;
+  std::map<std::string, double> seconds;  // per cell id (JUnit)
+  std::optional<ws1::Error> error;
+};
+
+// Runs `steps` in order with one fixture generator (its parameter cache serves them all).
+// `stop` set by another thread ends the run before its next step.
+StepsRun run_steps(std::span<const Step> steps, unsigned threads, Progress& progress, const std::atomic<bool>& stop) {
+  StepsRun r;
+  ws1::FixtureGenerator generator({threads});
+  for (const Step& st : steps) {
+    if (stop) break;
+    progress.show(0, st.label);
+    const auto t0 = Clock::now();
+    std::vector<ws1::Cell> cells;
+    if (st.transforms.empty()) {
+      auto cell = ws1::run_accuracy_cell(st.session->run, generator, *st.session->backend, *st.op, st.judgment,
+                                         *st.fixture);
+      if (!cell) {
+        r.error = cell.error();
+        break;
+      }
+      cells.push_back(std::move(cell).value());
+    } else {
+      auto inv = ws1::run_invariance_cells(st.session->run, generator, *st.session->backend, *st.op, st.judgment,
+                                           st.transforms, *st.fixture);
+      if (!inv) {
+        r.error = inv.error();
+        break;
+      }
+      cells = std::move(inv).value();
+    }
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    spdlog::debug("{}: {} cells ({:.2f} s)", st.label, cells.size(), secs);
+    for (auto& c : cells) {
+      // An invariance step's time is shared evenly by its cells (one canonical run serves all).
+      r.seconds[c.id] = secs / static_cast<double>(cells.size());
+      r.cells.push_back(std::move(c));
+    }
+    progress.show(st.cells, st.label);
+  }
+  return r;
+}
+
+// Every step, one backend after the other, or (overlap) each backend's steps on a thread of its
+// own; either way the cells come back in step order, so the evidence does not depend on it.
+StepsRun run_all(const std::vector<Step>& steps, unsigned threads, bool overlap, Progress& progress) {
+  std::atomic<bool> stop = false;
+  if (!overlap) return run_steps(steps, threads, progress, stop);
+  std::vector<std::span<const Step>> groups;  // the plan is backend-major: one range per session
+  for (std::size_t b = 0; b < steps.size();) {
+    std::size_t e = b;
+    while (e < steps.size() && steps[e].session == steps[b].session) ++e;
+    groups.emplace_back(steps.data() + b, e - b);
+    b = e;
+  }
+  std::vector<StepsRun> runs(groups.size());
+  std::vector<std::thread> workers;
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    workers.emplace_back([&, g] {
+      runs[g] = run_steps(groups[g], threads, progress, stop);
+      if (runs[g].error) stop = true;
+    });
+  for (std::thread& w : workers) w.join();
+  StepsRun all;
+  for (StepsRun& r : runs) {
+    if (r.error && !all.error) all.error = r.error;
+    for (ws1::Cell& c : r.cells) all.cells.push_back(std::move(c));
+    all.seconds.merge(r.seconds);
+  }
+  return all;
+}
 
 // The matrix on stdout: one row per backend × op, one column per judgment, each the cells'
 // verdicts counted.
@@ -254,43 +340,18 @@ int run(const GateOptions& o) {
   auto steps = plan(sessions, *ops);
   if (!steps) return report(steps.error());
 
-  std::size_t total = 0, done = 0;
+  std::size_t total = 0;
   for (const auto& st : *steps) total += st.cells;
   const bool quiet = o.quiet || spdlog::get_level() >= spdlog::level::err;
   Progress progress(!quiet && isatty(STDERR_FILENO) != 0, total);
-  ws1::FixtureGenerator generator({o.threads});
-  std::map<std::string, double> seconds;
-  for (const Step& st : *steps) {
-    progress.show(done, st.label);
-    const auto t0 = Clock::now();
-    std::vector<ws1::Cell> cells;
-    if (st.transforms.empty()) {
-      auto cell = ws1::run_accuracy_cell(st.session->run, generator, *st.session->backend, *st.op,
-                                         st.judgment, *st.fixture);
-      if (!cell) {
-        progress.clear();
-        return report(cell.error());
-      }
-      cells.push_back(std::move(cell).value());
-    } else {
-      auto inv = ws1::run_invariance_cells(st.session->run, generator, *st.session->backend, *st.op,
-                                           st.judgment, st.transforms, *st.fixture);
-      if (!inv) {
-        progress.clear();
-        return report(inv.error());
-      }
-      cells = std::move(inv).value();
-    }
-    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    spdlog::debug("{}: {} cells ({:.2f} s)", st.label, cells.size(), secs);
-    for (auto& c : cells) {
-      // An invariance step's time is shared evenly by its cells (one canonical run serves all).
-      seconds[c.id] = secs / static_cast<double>(cells.size());
-      evidence.cells.push_back(std::move(c));
-    }
-    done += st.cells;
+  StepsRun ran = run_all(*steps, o.threads, o.overlap_backends && sessions.size() > 1, progress);
+  if (ran.error) {
+    progress.clear();
+    return report(*ran.error);
   }
-  progress.show(done, "parity, audit, reports");
+  for (ws1::Cell& c : ran.cells) evidence.cells.push_back(std::move(c));
+  const std::map<std::string, double>& seconds = ran.seconds;
+  progress.show(0, "parity, audit, reports");
 
   std::vector<ws1::GateStage> stages;
   auto parity = parity_stage(o.model, sessions, o.threads, evidence.cells);
@@ -393,6 +454,9 @@ Command register_gate(CLI::App& app) {
                   "each cell records its engine)")
       ->default_str("cpu");
   sub->add_option("--threads", o->threads, "CPU threads (0: all cores)");
+  sub->add_flag("--overlap-backends", o->overlap_backends,
+                "run each backend's cells on a host thread of its own, at the same time (the evidence is the "
+                "same as one backend after the other; not yet measured on the GPU)");
   sub->add_flag("-q,--quiet", o->quiet, "no progress line and only errors on stderr");
   return {sub, [o] { return run(*o); }};
 }

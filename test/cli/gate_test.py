@@ -324,6 +324,38 @@ class GateExternal(unittest.TestCase):
             self.assertTrue(all(c["backend"]["expected"] == "cpu_bf16" for c in e["cells"]))
 
 
+class GateOverlap(unittest.TestCase):
+    def test_overlapped_backends_give_the_same_evidence(self):
+        """--overlap-backends runs each backend's cells on its own thread: the evidence is the
+        serial run's, cell for cell, but for the clocks (started / finished, per-stage times)."""
+        proxy = os.path.join(ROOT, "test", "cli", "renamed_worker.py")
+        worker = "exec:{} {} cpu_bf16_renamed {}".format(sys.executable, proxy, WS1CHECK)
+        runs = {}
+        with tempfile.TemporaryDirectory() as d:
+            for mode in ("serial", "overlap"):
+                out = os.path.join(d, mode)
+                extra = ["--overlap-backends"] if mode == "overlap" else []
+                rc, stdout, stderr = run("gate", "--backends", "cpu_bf16," + worker, "--ops", "silu,rms_norm,embedding",
+                                         "--workload", SMOKE, "--out", out, "-q", *extra, cwd=ROOT)
+                self.assertEqual(rc, 0, stdout + stderr)
+                self.assertRegex(stdout, r"(?m)^cpu_bf16_renamed\s+silu\s+green")
+                runs[mode] = load_json(os.path.join(out, "gate.json"))
+
+        def without_clocks(e):
+            e = json.loads(json.dumps(e))
+            for k in ("started", "finished", "command"):
+                e.pop(k, None)
+            e["environment"].pop("captured_at", None)
+            for c in e["cells"]:
+                c.pop("timing", None)
+            return e
+
+        serial, overlap = without_clocks(runs["serial"]), without_clocks(runs["overlap"])
+        self.assertEqual({c["backend"]["expected"] for c in serial["cells"]}, {"cpu_bf16", "cpu_bf16_renamed"})
+        self.assertEqual([c["id"] for c in overlap["cells"]], [c["id"] for c in serial["cells"]])
+        self.assertEqual(overlap, serial)
+
+
 class GateRed(unittest.TestCase):
     def test_planted_red_cells(self):
         """A contract whose tolerances are 4096 times tighter: red accuracy cells, exit 1, and
