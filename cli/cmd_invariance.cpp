@@ -51,7 +51,7 @@ int run(const InvarianceOptions& o) {
   }
   auto ops = select_ops(o.op);
   if (!ops) return report(ops.error());
-  auto session = open_session({o.backend, o.contract, o.workload, o.threads});
+  auto session = open_session({o.backend, o.contract, o.workload, o.threads, {}});
   if (!session) return report(session.error());
   Session& s = **session;
 

@@ -224,7 +224,7 @@ int run_logprobs(const ParityOptions& o) {
 
 int run(const ParityOptions& o) {
   if (!o.logprobs.empty()) return run_logprobs(o);
-  auto session = open_session({o.backend, o.contract, o.workload, o.threads});
+  auto session = open_session({o.backend, o.contract, o.workload, o.threads, {}});
   if (!session) return report(session.error());
   Session& s = **session;
   if (o.fixture == "kv") return run_kv(o, s, s.run.op_context);

@@ -2,27 +2,12 @@
 
 #include <fmt/core.h>
 
-#include <cstdlib>
-#include <system_error>
-
 #include "ws1/build_info.hpp"
 
 namespace ws1cli {
 namespace fs = std::filesystem;
 
-fs::path shipped_file(const std::string& relative) {
-  std::error_code ec;
-  if (const char* dir = std::getenv("WS1CHECK_DATA_DIR"); dir != nullptr && *dir != '\0')
-    return fs::path(dir) / relative;
-  fs::path from_source = fs::path(ws1::build_info().source_root) / relative;
-  if (fs::exists(from_source, ec)) return from_source;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    fs::path installed = exe.parent_path().parent_path() / "share" / "ws1check" / relative;
-    if (fs::exists(installed, ec)) return installed;
-  }
-  return from_source;  // the error for a missing file will name this path
-}
+fs::path shipped_file(const std::string& relative) { return ws1::shipped_path(relative); }
 
 std::string default_contract() { return shipped_file("contracts/ws1-c1-v2.json").string(); }
 std::string default_workload() {

@@ -9,8 +9,8 @@
 
 namespace ws1cli {
 
-// A shipped data file (contracts/..., fixtures/...): found under $WS1CHECK_DATA_DIR, else the
-// source tree the binary was built from, else <exe>/../share/ws1check.
+// A shipped data file (contracts/..., fixtures/...), as ws1::shipped_path finds it
+// ($WS1CHECK_DATA_DIR, an installed <exe>/../share/ws1check, the source tree).
 std::filesystem::path shipped_file(const std::string& relative);
 std::string default_contract();
 std::string default_workload();

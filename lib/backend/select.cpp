@@ -18,23 +18,6 @@ namespace fs = std::filesystem;
 constexpr std::string_view kExecPrefix = "exec:";
 constexpr std::string_view kTritonProfile = "triton_cuda_bf16";
 
-// A file shipped with ws1check, found as the CLI finds its data files (cli/common.cpp
-// shipped_file): under $WS1CHECK_DATA_DIR, else in the source tree the binary was built from,
-// else in <exe>/../share/ws1check.
-fs::path shipped_path(const std::string& relative) {
-  std::error_code ec;
-  if (const char* dir = std::getenv("WS1CHECK_DATA_DIR"); dir != nullptr && *dir != '\0')
-    return fs::path(dir) / relative;
-  const fs::path from_source = fs::path(build_info().source_root) / relative;
-  if (fs::exists(from_source, ec)) return from_source;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path installed = exe.parent_path().parent_path() / "share" / "ws1check" / relative;
-    if (fs::exists(installed, ec)) return installed;
-  }
-  return from_source;
-}
-
 // `s` as one word for /bin/sh.
 std::string shell_quote(std::string_view s) {
   std::string out = "'";
@@ -45,7 +28,7 @@ std::string shell_quote(std::string_view s) {
 // triton_cuda_bf16: the Triton kernels of triton/, served by triton/ws1_worker.py under
 // $WS1CHECK_PYTHON (default python3 on PATH); the worker must announce that backend id.
 Result<std::unique_ptr<Backend>> triton_profile(std::chrono::milliseconds timeout) {
-  const fs::path worker = shipped_path("triton/ws1_worker.py");
+  const fs::path worker = ws1::shipped_path("triton/ws1_worker.py");
   std::error_code ec;
   if (!fs::is_regular_file(worker, ec))
     return Error{"--backend", std::string(kTritonProfile),

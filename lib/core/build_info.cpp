@@ -1,6 +1,8 @@
 #include "ws1/build_info.hpp"
 
+#include <cstdlib>
 #include <sstream>
+#include <system_error>
 
 #include "ws1_build_config.h"
 
@@ -25,6 +27,18 @@ const BuildInfo& build_info() {
     return b;
   }();
   return info;
+}
+
+std::filesystem::path shipped_path(const std::string& relative) {
+  namespace fs = std::filesystem;
+  if (const char* dir = std::getenv("WS1CHECK_DATA_DIR"); dir != nullptr && *dir != '\0') return fs::path(dir) / relative;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "ws1check" / relative;
+    if (fs::exists(installed, ec)) return installed;
+  }
+  return fs::path(build_info().source_root) / relative;
 }
 
 }  // namespace ws1

@@ -1,6 +1,7 @@
 // What this binary is: version, compiler, build type, and the source state it was built from.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 namespace ws1 {
@@ -16,5 +17,11 @@ struct BuildInfo {
 };
 
 const BuildInfo& build_info();
+
+// A data file shipped with ws1check (contracts/, fixtures/, triton/), by its path relative to
+// the tree: under $WS1CHECK_DATA_DIR when set; else in <exe>/../share/ws1check, where `meson
+// install` puts them, when it is there; else in the source tree the binary was built from
+// (a build-tree binary). The last is returned when none exists, so errors name it.
+std::filesystem::path shipped_path(const std::string& relative);
 
 }  // namespace ws1
