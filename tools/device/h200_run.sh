@@ -159,8 +159,9 @@ for s in "$@"; do
     gate-smoke|gate-real)
       W=fixtures/ws1-smoke.json
       [ $s = gate-real ] && W=$REAL
+      # GATE_FLAGS: more gate options, e.g. --overlap-backends.
       step $s $BIN/ws1check gate --backends cuda_bf16,triton_cuda_bf16 ${REFERENCE:+--reference $REFERENCE} \
-        --workload $W --out /tmp/ws1-$s -q
+        --workload $W --out /tmp/ws1-$s -q ${GATE_FLAGS:-}
       tar czf "$OUT/$s.tgz" -C /tmp ws1-$s ;;
     parity-manifest|parity-sweep)
       P=/tmp/ws1-parity/$s
