@@ -37,7 +37,7 @@ const Setup& setup() {
   static const Setup s = [] {
     Setup out;
     auto c = load_contract(test::source_root() / "contracts" / "ws1-c1-v2.json");
-    auto u = load_contract(test::upstream_data() / "tolerance_contract.ws1-c1-v2.json");
+    auto u = load_contract(test::upstream_contracts() / "tolerance_contract.ws1-c1-v2.json");
     auto t = load_manifest(test::source_root() / "fixtures" / "ws1-smoke.json");
     auto l = load_fixture_lock(test::source_root() / "fixtures" / "ws1-smoke.lock.json");
     auto p = load_manifest(test::source_root() / "fixtures" / "ws1-qwen3-8b-dense.json");

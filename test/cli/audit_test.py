@@ -196,7 +196,7 @@ class BuildAudit(unittest.TestCase):
             self.assertEqual(sorted(os.listdir(os.path.join(d, "a"))), ["audit.json"])
 
     def test_upstream_contract_shows_the_spec_gaps(self):
-        rc, out, err = run("audit", "--contract", src("test", "data", "upstream",
+        rc, out, err = run("audit", "--contract", src("contracts", "upstream",
                                                        "tolerance_contract.ws1-c1-v2.json"))
         self.assertEqual(rc, 1, out + err)
         rows = table_rows(out)

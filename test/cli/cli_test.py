@@ -214,7 +214,7 @@ class Env(unittest.TestCase):
             self.assertTrue(env["gpu_absent_reason"])
 
     def test_env_loads_upstream_contract(self):
-        path = src("test", "data", "upstream", "tolerance_contract.ws1-c1-v2.json")
+        path = src("contracts", "upstream", "tolerance_contract.ws1-c1-v2.json")
         rc, out, err = run("env", "--contract", path)
         self.assertEqual(rc, 0, err)
         self.assertIn("version ws1-c1-v2", out)

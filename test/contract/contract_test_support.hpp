@@ -20,10 +20,10 @@ inline std::filesystem::path our_contract() {
   return source_root() / "contracts" / "ws1-c1-v2.json";
 }
 inline std::filesystem::path upstream_contract() {
-  return upstream_data() / "tolerance_contract.ws1-c1-v2.json";
+  return upstream_contracts() / "tolerance_contract.ws1-c1-v2.json";
 }
 inline std::filesystem::path upstream_profile() {
-  return upstream_data() / "profile-ws1.latest.json";
+  return upstream_contracts() / "profile-ws1.latest.json";
 }
 inline std::filesystem::path contract_schema() {
   return source_root() / "contracts" / "contract.schema.json";

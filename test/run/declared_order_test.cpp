@@ -36,8 +36,7 @@ const Setup& setup() {
   static const Setup s = [] {
     Setup out;
     auto c = load_contract(test::source_root() / "contracts" / "ws1-c1-v2.json");
-    auto u = load_contract(test::source_root() / "test" / "data" / "upstream" /
-                           "tolerance_contract.ws1-c1-v2.json");
+    auto u = load_contract(test::upstream_contracts() / "tolerance_contract.ws1-c1-v2.json");
     auto m = load_manifest(test::source_root() / "fixtures" / "ws1-qwen3-8b-dense.json");
     auto l = load_fixture_lock(test::source_root() / "fixtures" / "ws1-qwen3-8b-dense.lock.json");
     if (!c || !u || !m || !l) FAIL("cannot load the shipped contracts / workload / lock");

@@ -225,7 +225,7 @@ TEST_CASE("invariance: det_gemm under tp2 with FP32 partials: rounded or ignored
       }
   }
   SECTION("a contract that declares no K split: tp2 is N/A and says why") {
-    auto u = load_contract(test::upstream_data() / "tolerance_contract.ws1-c1-v2.json");
+    auto u = load_contract(test::upstream_contracts() / "tolerance_contract.ws1-c1-v2.json");
     REQUIRE(u.ok());
     RunContext run = make_run_context(*u, w.manifest, w.lock, "cpu_bf16", 0);
     FixtureGenerator gen;

@@ -17,6 +17,8 @@ inline std::filesystem::path source_root() {
 inline std::filesystem::path test_data() { return source_root() / "test" / "data"; }
 // Upstream data files kept in the repository (copied from ../shared/upstream/, unchanged).
 inline std::filesystem::path upstream_data() { return test_data() / "upstream"; }
+// Upstream's contracts (ws1-c1-v2 and its profile), verbatim: tolerances live in contracts/.
+inline std::filesystem::path upstream_contracts() { return source_root() / "contracts" / "upstream"; }
 inline std::filesystem::path shared_dir() { return source_root().parent_path() / "shared"; }
 
 }  // namespace ws1::test
