@@ -21,7 +21,8 @@
 # machine stays warm), from a copy of the binaries, logging to /tmp/ws1-bg; bg does the same for
 # the steps named in BG_STEPS (their environment passes through); bg-wait waits for either
 # (BG_WAIT s, default 540) and copies its logs and artifacts to $OUT.
-# The parity steps run synthetic:qwen3-8b (36 layers, real dims) on cuda_bf16 in both rms_norm
+# The parity steps run synthetic:qwen3-8b (36 layers, real dims) on PARITY_BACKEND (default
+# cuda_bf16) in both rms_norm
 # orders (PARITY_ORDERS="kernel" or "hf" for one; PARITY_TIMEOUT bounds each run, s); their
 # artifacts are packed into $OUT/parity-<step>.tgz (few files come back).
 # REFERENCE=cuda_fp32 takes the accuracy steps' golds from the GPU reference engine.
@@ -168,13 +169,13 @@ for s in "$@"; do
       mkdir -p $P
       for order in ${PARITY_ORDERS:-kernel hf}; do
         if [ $s = parity-manifest ]; then
-          step $s-$order timeout ${PARITY_TIMEOUT:-600} $BIN/ws1check parity --model synthetic:qwen3-8b --backend cuda_bf16 --strict \
+          step $s-$order timeout ${PARITY_TIMEOUT:-600} $BIN/ws1check parity --model synthetic:qwen3-8b --backend ${PARITY_BACKEND:-cuda_bf16} --strict \
             --rms-norm-order $order --out $P/$order
         else
           # 3 seeds x prompts {8, 32} x responses {40, 44} x logit scales {1, 4}: 24 sequences,
           # 1008 active tokens sampled by the chain itself; the FP32 reference chain is CPU-bound
           # at these dims, so the sweep reports the candidate's d only.
-          step $s-$order timeout ${PARITY_TIMEOUT:-600} $BIN/ws1check parity --model synthetic:qwen3-8b --backend cuda_bf16 \
+          step $s-$order timeout ${PARITY_TIMEOUT:-600} $BIN/ws1check parity --model synthetic:qwen3-8b --backend ${PARITY_BACKEND:-cuda_bf16} \
             --fixture sweep --seeds 1,2,3 --prompt-len 8,32 --response-len 40,44 --logit-scales 1,4 \
             --sequences 1 --strict --no-reference --rms-norm-order $order --out $P/$order
         fi
