@@ -18,6 +18,7 @@ namespace {
 struct WorkerOptions {
   std::string backend;
   unsigned threads = 0;
+  std::uint64_t input_cache_bytes = std::uint64_t{4} << 30;
 };
 
 int run_worker(const WorkerOptions& o) {
@@ -29,7 +30,7 @@ int run_worker(const WorkerOptions& o) {
   if (!backend) return report(backend.error());
   const std::string device =
       (*backend)->name() == "cpu_bf16" || !env.gpu ? "cpu: " + ws1::read_host().cpu_model : env.gpu->name;
-  ws1::Status served = ws1::serve_exec_worker(**backend, device, o.threads, std::cin, std::cout);
+  ws1::Status served = ws1::serve_exec_worker(**backend, device, o.threads, o.input_cache_bytes, std::cin, std::cout);
   return served ? 0 : report(served.error());
 }
 
@@ -41,6 +42,10 @@ Command register_worker(CLI::App& app) {
       "worker", "serve a built-in backend over the external-candidate protocol on stdin/stdout");
   sub->add_option("--backend", o->backend, "the backend to serve: cpu_bf16 | cuda_bf16")->required();
   sub->add_option("--threads", o->threads, "CPU threads (0: all cores)");
+  sub->add_option("--input-cache-bytes", o->input_cache_bytes,
+                  "host memory for the inputs ws1check asks to keep (sent once, named by content key "
+                  "afterwards); 0: no cache")
+      ->capture_default_str();
   return {sub, [o] { return run_worker(*o); }};
 }
 

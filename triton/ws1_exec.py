@@ -5,7 +5,9 @@
   its errors. Call it first, before importing anything that might print.
 - read_tensors / write_tensors: safetensors files as torch CPU tensors when torch is
   importable, else as (dtype, numpy array) pairs (bf16 as raw uint16 bits).
-- serve(): the hello, then one reply per run request, until shutdown or end of input.
+- serve(): the hello, then one reply per run request, until shutdown or end of input; with
+  cache_bytes > 0 it announces an input cache of that capacity and keeps the inputs ws1check
+  asks it to keep (as keep(tensor) makes them: the Triton worker keeps them on the GPU).
 """
 import json
 import math
@@ -103,9 +105,48 @@ class TensorIO:
                 f.write(raw)
 
 
-def serve(channel, backend, kernels, readback, io):
+class InputCache:
+    """The inputs ws1check asked to keep, by content key, within `capacity` bytes."""
+
+    def __init__(self, capacity, keep, nbytes):
+        self.capacity, self.keep, self.nbytes = capacity, keep, nbytes
+        self.held, self.used = {}, 0
+
+    def apply(self, request, tensors):
+        """Drops request["evict"], keeps request["store"] from the file's tensors, adds request["cached"]."""
+        for key in request.get("evict", []):
+            if key in self.held:
+                self.used -= self.nbytes(self.held.pop(key))
+        for name, key in request.get("store", {}).items():
+            if name not in tensors:
+                raise KeyError(f"input cache: store: no input {name!r} in the file to keep")
+            if key in self.held:
+                continue
+            size = self.nbytes(tensors[name])
+            if self.used + size > self.capacity:
+                raise MemoryError(f"input cache: store: keeping {name!r} ({size} bytes) would exceed the "
+                                  f"announced {self.capacity} bytes ({self.used} held)")
+            self.held[key] = self.keep(tensors[name])
+            self.used += size
+            tensors[name] = self.held[key]
+        for name, key in request.get("cached", {}).items():
+            if key not in self.held:
+                raise KeyError(f"input cache: cached: {name!r}: no tensor kept under {key}")
+            tensors[name] = self.held[key]
+        return tensors
+
+
+def nbytes_of(tensor):
+    """Bytes of a torch tensor or a (dtype, numpy array) pair."""
+    if isinstance(tensor, tuple):
+        return tensor[1].nbytes
+    return tensor.numel() * tensor.element_size()
+
+
+def serve(channel, backend, kernels, readback, io, cache_bytes=0, keep=lambda t: t):
     """kernels: {(op, "forward"|"backward"): (kernel_id, function(tensors, context) -> tensors)};
     readback(): the readback dict, read at the hello and after every request."""
+    cache = InputCache(cache_bytes, keep, nbytes_of) if cache_bytes > 0 else None
 
     def reply(message):
         channel.write(json.dumps(message) + "\n")
@@ -118,7 +159,12 @@ def serve(channel, backend, kernels, readback, io):
             return {"type": "error", "id": rid, "message": f"{request['op']} {request['direction']}: not provided"}
         kernel_id, run = entry
         try:
-            io.write(request["output_file"], run(io.read(request["input_file"]), request["context"]))
+            tensors = io.read(request["input_file"])
+            if cache is not None:
+                tensors = cache.apply(request, tensors)
+            elif any(k in request for k in ("cached", "store", "evict")):
+                raise ValueError("input cache: this worker announced none")
+            io.write(request["output_file"], run(tensors, request["context"]))
         except Exception as e:  # the kernel failed: say so, and keep serving
             traceback.print_exc(file=sys.stderr)
             return {"type": "error", "id": rid, "message": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
@@ -135,7 +181,10 @@ def serve(channel, backend, kernels, readback, io):
             ops = {}
             for (op, direction), (kernel_id, _) in sorted(kernels.items()):
                 ops.setdefault(op, {})[direction] = kernel_id
-            reply({"type": "hello", "protocol": PROTOCOL, "backend": backend, "ops": ops, "readback": readback()})
+            hello = {"type": "hello", "protocol": PROTOCOL, "backend": backend, "ops": ops, "readback": readback()}
+            if cache is not None:
+                hello["input_cache_bytes"] = cache_bytes
+            reply(hello)
         elif kind == "run":
             reply(answer(message))
         elif kind == "shutdown":

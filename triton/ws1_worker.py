@@ -70,12 +70,25 @@ def readback_of(torch):
     return readback
 
 
+def input_cache_of(torch):
+    """(capacity, keep): inputs ws1check asks to keep live on the GPU (a weight crosses the
+    exchange and the PCIe bus once), in at most a quarter of its memory and 24 GiB; none without
+    a GPU. WS1CHECK_TRITON_INPUT_CACHE_BYTES sets the capacity (0: no cache)."""
+    if torch is None or not torch.cuda.is_available():
+        return 0, None
+    capacity = min(24 << 30, torch.cuda.get_device_properties(0).total_memory // 4)
+    capacity = int(os.environ.get("WS1CHECK_TRITON_INPUT_CACHE_BYTES", capacity))
+    return capacity, lambda t: t.to("cuda")
+
+
 def main():
     channel = ws1_exec.take_stdout()  # first: nothing else may reach the protocol stream
     torch = ws1_exec.import_torch()
     if torch is not None:
         disable_tf32(torch)
-    return ws1_exec.serve(channel, BACKEND, load_kernels(), readback_of(torch), ws1_exec.TensorIO(torch))
+    capacity, keep = input_cache_of(torch)
+    return ws1_exec.serve(channel, BACKEND, load_kernels(), readback_of(torch), ws1_exec.TensorIO(torch),
+                          cache_bytes=capacity, keep=keep)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 
+#include "exec_protocol.hpp"
 #include "ws1/safetensors.hpp"
 
 namespace ws1::exec {
@@ -54,6 +56,59 @@ bool ExchangeDir::holds(const fs::path& file) const {
 RequestFiles::~RequestFiles() {
   std::error_code ec;
   for (const fs::path& f : files) fs::remove(f, ec);
+}
+
+Tensors InputCacheBook::plan(const Tensors& inputs, std::map<std::string, std::string>& cached,
+                             std::map<std::string, std::string>& store, std::vector<std::string>& evict) {
+  evict = std::move(unsure_);
+  unsure_.clear();
+  ++clock_;
+  Tensors file;
+  std::vector<std::string> in_use;
+  for (const NamedTensor& t : inputs) {
+    const std::uint64_t bytes = t.tensor.nbytes();
+    if (bytes < min_bytes_ || bytes > capacity_ || !t.tensor.is_contiguous()) {
+      file.push_back(t);
+      continue;
+    }
+    const std::string key = input_cache_key(t.tensor);
+    in_use.push_back(key);
+    if (auto it = held_.find(key); it != held_.end()) {
+      it->second.last_use = clock_;
+      cached[t.name] = key;
+      ++hits_;
+      saved_ += bytes;
+      continue;
+    }
+    while (used_ + bytes > capacity_) {  // the least recently used key not needed now
+      auto victim = held_.end();
+      for (auto it = held_.begin(); it != held_.end(); ++it)
+        if (std::find(in_use.begin(), in_use.end(), it->first) == in_use.end() &&
+            (victim == held_.end() || it->second.last_use < victim->second.last_use))
+          victim = it;
+      if (victim == held_.end()) break;
+      used_ -= victim->second.bytes;
+      evict.push_back(victim->first);
+      held_.erase(victim);
+    }
+    if (used_ + bytes <= capacity_) {
+      held_[key] = {bytes, clock_};
+      used_ += bytes;
+      store[t.name] = key;
+    }
+    file.push_back(t);
+  }
+  return file;
+}
+
+void InputCacheBook::forget(const std::map<std::string, std::string>& store) {
+  for (const auto& [name, key] : store) {
+    if (auto it = held_.find(key); it != held_.end()) {
+      used_ -= it->second.bytes;
+      held_.erase(it);
+    }
+    unsure_.push_back(key);
+  }
 }
 
 Result<Tensors> read_outputs(const fs::path& file, const std::vector<TensorDecl>& decls,

@@ -7,8 +7,10 @@
 // session — time-out, exit, malformed or out-of-order reply — after which the worker is stopped
 // and every later request fails at once with the reason (never a hang, never a silent pass).
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -51,9 +53,15 @@ class ExecBackend final : public Backend {
   ExecBackend(ExecOptions options, std::unique_ptr<ExchangeDir> dir,
               std::unique_ptr<WorkerProcess> worker, WorkerHello hello)
       : options_(std::move(options)), dir_(std::move(dir)), worker_(std::move(worker)),
-        hello_(std::move(hello)), latest_(hello_.readback) {}
+        hello_(std::move(hello)), latest_(hello_.readback) {
+    if (hello_.input_cache_bytes && options_.input_cache_min_bytes > 0)
+      cache_.emplace(*hello_.input_cache_bytes, options_.input_cache_min_bytes);
+  }
 
   ~ExecBackend() override {
+    if (cache_ && cache_->hits() > 0)
+      spdlog::info("{}: {} inputs ({:.3g} GB) named by content key instead of sent again (the worker's input cache)",
+                   name(), cache_->hits(), static_cast<double>(cache_->bytes_not_sent()) / 1e9);
     if (!stopped_) (void)worker_->send_line(encode(Shutdown{}), Clock::now() + std::chrono::seconds(1));
     worker_->finish(std::chrono::seconds(10));  // before the directory goes
   }
@@ -71,6 +79,12 @@ class ExecBackend final : public Backend {
   }
   Result<Tensors> backward(const Op& op, const Tensors& in, const OpContext& ctx) override {
     return call(op, Direction::kBackward, in, ctx);
+  }
+
+  ExecCacheStats cache_stats() const {
+    std::lock_guard lock(mutex_);
+    if (!cache_) return {};
+    return {true, cache_->hits(), cache_->bytes_not_sent()};
   }
 
   RuntimeReadback readback() const override {
@@ -96,6 +110,7 @@ class ExecBackend final : public Backend {
   WorkerReadback latest_;                  // from the hello, then from each reply
   std::uint64_t requests_ = 0;
   std::optional<std::string> stopped_;     // why the worker was stopped
+  std::optional<InputCacheBook> cache_;    // where the worker keeps inputs for us
 };
 
 Result<std::string> ExecBackend::exchange(const std::string& request) {
@@ -128,10 +143,13 @@ Result<Tensors> ExecBackend::call(const Op& op, Direction d, const Tensors& in, 
 
   const std::uint64_t id = ++requests_;
   RequestFiles files{{dir_->input_file(id), dir_->output_file(id)}};
-  if (Status st = write_safetensors(files.files[0], in, {}, Durability::kTransient); !st)
+  RunRequest request{id, std::string(op.name()), d, files.files[0].string(), files.files[1].string(),
+                     output_decls(decls), ctx};
+  const Tensors sent = cache_ ? cache_->plan(in, request.cached, request.store, request.evict) : in;
+  if (Status st = write_safetensors(files.files[0], sent, {}, Durability::kTransient); !st) {
+    if (cache_) cache_->forget(request.store);
     return fail(op, d, "cannot write the inputs: " + st.error().message());
-  const RunRequest request{id, std::string(op.name()), d, files.files[0].string(),
-                           files.files[1].string(), output_decls(decls), ctx};
+  }
 
   auto line = exchange(encode(request));
   if (!line) return stop(op, d, line.error().problem);
@@ -139,7 +157,13 @@ Result<Tensors> ExecBackend::call(const Op& op, Direction d, const Tensors& in, 
   if (!reply) return stop(op, d, "malformed reply: " + describe(reply.error()));
   if (reply->id != id)
     return stop(op, d, fmt::format("a reply to request {} while request {} was waiting", reply->id, id));
-  if (reply->error) return fail(op, d, "the worker reports an error: " + *reply->error);
+  if (reply->error) {
+    if (cache_) {  // what the worker keeps is unknown now: resend those next time
+      cache_->forget(request.store);
+      cache_->forget(request.cached);
+    }
+    return fail(op, d, "the worker reports an error: " + *reply->error);
+  }
 
   if (!dir_->holds(reply->output_file))
     return fail(op, d, fmt::format("its output_file {} is not in the exchange directory {}",
@@ -202,6 +226,11 @@ Result<std::unique_ptr<Backend>> make_exec_backend(const ExecOptions& o) {
                                                   std::move(hello).value()));
 }
 
+ExecCacheStats exec_cache_stats(const Backend& backend) {
+  const auto* exec = dynamic_cast<const ExecBackend*>(&backend);
+  return exec == nullptr ? ExecCacheStats{} : exec->cache_stats();
+}
+
 Result<std::chrono::milliseconds> exec_timeout_from_env() {
   const char* v = std::getenv(std::string(kExecTimeoutEnv).c_str());
   if (v == nullptr || *v == '\0') return kExecDefaultTimeout;
@@ -210,6 +239,17 @@ Result<std::chrono::milliseconds> exec_timeout_from_env() {
   if (end == v || *end != '\0' || !(s > 0) || s > 1e7)
     return bad_input(std::string(kExecTimeoutEnv), v, "expected a positive number of seconds");
   return std::chrono::milliseconds(std::max<long long>(std::llround(s * 1000.0), 1));
+}
+
+Result<std::uint64_t> exec_cache_min_bytes_from_env() {
+  const char* v = std::getenv(std::string(kExecCacheMinBytesEnv).c_str());
+  if (v == nullptr || *v == '\0') return ExecOptions{}.input_cache_min_bytes;
+  const std::string_view text(v);
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc{} || end != text.data() + text.size())
+    return bad_input(std::string(kExecCacheMinBytesEnv), v, "expected a number of bytes (0: no input cache)");
+  return n;
 }
 
 }  // namespace ws1

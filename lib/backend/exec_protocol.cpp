@@ -9,6 +9,7 @@
 #include "json_node.hpp"
 #include "ws1/contract.hpp"
 #include "ws1/exec_backend.hpp"
+#include "ws1/hash.hpp"
 
 namespace ws1::exec {
 namespace {
@@ -123,8 +124,15 @@ OpContext parse_context(const Node& n) {
   return c;
 }
 
+std::map<std::string, std::string> parse_keys(const Node& n) {
+  std::map<std::string, std::string> keys;
+  for (const auto& [name, key] : n.fields()) keys[std::string(name)] = std::string(key.nonempty_string());
+  return keys;
+}
+
 RunRequest parse_request(const Node& root) {
-  root.allow_only({"type", "id", "op", "direction", "input_file", "output_file", "outputs", "context"});
+  root.allow_only({"type", "id", "op", "direction", "input_file", "output_file", "outputs", "context",
+                   "cached", "store", "evict"});
   RunRequest r;
   r.id = root.at("id").uint64();
   r.op = root.at("op").nonempty_string();
@@ -137,6 +145,10 @@ RunRequest parse_request(const Node& root) {
                          o.at("dtype").word(dtype_from_safetensors_name, "dtype", "BF16, F32, I64, BOOL, ...")});
   }
   r.context = parse_context(root.at("context"));
+  if (auto v = root.find("cached")) r.cached = parse_keys(*v);
+  if (auto v = root.find("store")) r.store = parse_keys(*v);
+  if (auto v = root.find("evict"))
+    for (const Node& k : v->items()) r.evict.emplace_back(k.nonempty_string());
   return r;
 }
 
@@ -161,6 +173,13 @@ const std::string* WorkerHello::kernel(std::string_view op, Direction d) const {
   return k == it->second.end() ? nullptr : &k->second;
 }
 
+std::string input_cache_key(const Tensor& t) {
+  Xxh3Hasher h;
+  h.update(fmt::format("{} {};", dtype_safetensors_name(t.dtype()), shape_string(t.shape())));
+  h.update(t.bytes());
+  return "xxh3-128:" + h.hex();
+}
+
 std::string encode(const ClientHello& m) {
   return line_of({{"type", "hello"}, {"protocol", m.protocol}, {"client", m.client},
                   {"exchange_dir", m.exchange_dir}});
@@ -173,8 +192,10 @@ std::string encode(const WorkerHello& m) {
     for (const auto& [d, id] : by_direction) k[std::string(protocol_direction(d))] = id;
     ops[op] = std::move(k);
   }
-  return line_of({{"type", "hello"}, {"protocol", m.protocol}, {"backend", m.backend},
-                  {"ops", std::move(ops)}, {"readback", readback_json(m.readback)}});
+  json j = {{"type", "hello"}, {"protocol", m.protocol}, {"backend", m.backend},
+            {"ops", std::move(ops)}, {"readback", readback_json(m.readback)}};
+  if (m.input_cache_bytes) j["input_cache_bytes"] = *m.input_cache_bytes;
+  return line_of(j);
 }
 
 std::string encode(const RunRequest& m) {
@@ -191,10 +212,14 @@ std::string encode(const RunRequest& m) {
                   {"k_shards", c.k_shards},
                   {"k_partial", c.k_partial},
                   {"ignore_index", c.ignore_index}};
-  return line_of({{"type", "run"}, {"id", m.id}, {"op", m.op},
-                  {"direction", std::string(protocol_direction(m.direction))},
-                  {"input_file", m.input_file}, {"output_file", m.output_file},
-                  {"outputs", std::move(outputs)}, {"context", std::move(context)}});
+  json j = {{"type", "run"}, {"id", m.id}, {"op", m.op},
+            {"direction", std::string(protocol_direction(m.direction))},
+            {"input_file", m.input_file}, {"output_file", m.output_file},
+            {"outputs", std::move(outputs)}, {"context", std::move(context)}};
+  if (!m.cached.empty()) j["cached"] = m.cached;
+  if (!m.store.empty()) j["store"] = m.store;
+  if (!m.evict.empty()) j["evict"] = m.evict;
+  return line_of(j);
 }
 
 std::string encode(const Shutdown&) { return line_of({{"type", "shutdown"}}); }
@@ -225,7 +250,7 @@ Result<WorkerHello> parse_worker_hello(std::string_view line) {
     if (h.protocol != kExecProtocol)
       return Error{"", "", fmt::format("the worker speaks protocol \"{}\"; this ws1check speaks \"{}\"",
                                        h.protocol, kExecProtocol)};
-    root.allow_only({"type", "protocol", "backend", "ops", "readback"});
+    root.allow_only({"type", "protocol", "backend", "ops", "readback", "input_cache_bytes"});
     h.backend = root.at("backend").nonempty_string();
     for (const auto& [op, directions] : root.at("ops").fields()) {
       directions.allow_only({"forward", "backward"});
@@ -233,6 +258,7 @@ Result<WorkerHello> parse_worker_hello(std::string_view line) {
         h.kernels[op][*direction_from(d)] = std::string(id.nonempty_string());
     }
     h.readback = parse_readback(root.at("readback"));
+    if (auto v = root.find("input_cache_bytes")) h.input_cache_bytes = v->uint64();
     return h;
   });
 }

@@ -19,6 +19,7 @@
 #include "ws1/error.hpp"
 #include "ws1/evidence.hpp"
 #include "ws1/op.hpp"
+#include "ws1/tensor.hpp"
 
 namespace ws1::exec {
 
@@ -47,6 +48,9 @@ struct WorkerHello {
   std::string backend;  // its profile name, e.g. "triton_cuda_bf16"
   std::map<std::string, std::map<Direction, std::string>> kernels;  // op -> direction -> kernel id
   WorkerReadback readback;
+  // Optional ("input_cache_bytes"): the worker keeps inputs ws1check asks it to keep, up to this
+  // many bytes, so that a tensor sent once (a weight) need not be sent again. Absent: no cache.
+  std::optional<std::uint64_t> input_cache_bytes;
   const std::string* kernel(std::string_view op, Direction d) const;
 };
 
@@ -64,7 +68,17 @@ struct RunRequest {
   std::string output_file;           // where the worker should write its outputs
   std::vector<OutputDecl> outputs;   // the tensors the op returns, with their dtypes
   OpContext context;                 // threads is not sent
+  // Only to a worker that announced input_cache_bytes; the worker drops `evict` first, then reads
+  // the file, keeps each tensor of `store` under its key, and takes each input of `cached` (not
+  // in the file) from what it keeps. Keys are "xxh3-128:<hex>" of the tensor's dtype, shape and
+  // bytes, so the same key is the same tensor.
+  std::map<std::string, std::string> cached;  // input name -> key
+  std::map<std::string, std::string> store;   // input name -> key
+  std::vector<std::string> evict;             // keys
 };
+
+// The key of a tensor in a worker's input cache: "xxh3-128:" + hash of dtype, shape and bytes.
+std::string input_cache_key(const Tensor& t);
 
 // ws1check -> worker: the session ends (the worker exits 0 without a reply).
 struct Shutdown {};

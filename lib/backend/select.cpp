@@ -27,7 +27,7 @@ std::string shell_quote(std::string_view s) {
 
 // triton_cuda_bf16: the Triton kernels of triton/, served by triton/ws1_worker.py under
 // $WS1CHECK_PYTHON (default python3 on PATH); the worker must announce that backend id.
-Result<std::unique_ptr<Backend>> triton_profile(std::chrono::milliseconds timeout) {
+Result<std::unique_ptr<Backend>> triton_profile(ExecOptions o) {
   const fs::path worker = ws1::shipped_path("triton/ws1_worker.py");
   std::error_code ec;
   if (!fs::is_regular_file(worker, ec))
@@ -37,8 +37,9 @@ Result<std::unique_ptr<Backend>> triton_profile(std::chrono::milliseconds timeou
                  ExitCode::kEnvironment};
   const char* python = std::getenv("WS1CHECK_PYTHON");
   const std::string interpreter = python != nullptr && *python != '\0' ? python : "python3";
-  return make_exec_backend({shell_quote(interpreter) + " " + shell_quote(worker.string()),
-                            std::string(kTritonProfile), timeout});
+  o.command = shell_quote(interpreter) + " " + shell_quote(worker.string());
+  o.profile = std::string(kTritonProfile);
+  return make_exec_backend(o);
 }
 
 }  // namespace
@@ -49,8 +50,13 @@ Result<std::unique_ptr<Backend>> make_backend(std::string_view name) {
   if (exec || name == kTritonProfile) {
     auto timeout = exec_timeout_from_env();
     if (!timeout) return timeout.error();
-    if (name == kTritonProfile) return triton_profile(*timeout);
-    return make_exec_backend({std::string(name.substr(kExecPrefix.size())), "", *timeout});
+    auto min_bytes = exec_cache_min_bytes_from_env();
+    if (!min_bytes) return min_bytes.error();
+    ExecOptions o{"", "", *timeout};
+    o.input_cache_min_bytes = *min_bytes;
+    if (name == kTritonProfile) return triton_profile(std::move(o));
+    o.command = std::string(name.substr(kExecPrefix.size()));
+    return make_exec_backend(o);
   }
   if (name == "cuda_bf16")
     return Error{"--backend", std::string(name), "not available in this build",

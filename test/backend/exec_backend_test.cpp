@@ -1,6 +1,7 @@
 // The exec backend against ws1check's own worker (`ws1check worker --backend cpu_bf16`, path
 // from meson): every accuracy cell of the smoke workload, and the invariance cells of every op,
-// give cpu_bf16's verdicts and reasons, and the candidate's bits are cpu_bf16's. Planted faulty
+// give cpu_bf16's verdicts and reasons, and the candidate's bits are cpu_bf16's — with every
+// input in the request's file, and with the worker's input cache in use. Planted faulty
 // workers run end to end in exec_cli_test.py.
 #include <catch2/catch.hpp>
 
@@ -17,14 +18,26 @@ namespace {
 
 const test::Workload& smoke() { return test::workload("ws1-smoke"); }
 
-// One worker for the whole test binary, as one run has.
+std::unique_ptr<Backend> start_worker(const std::string& flags, std::uint64_t cache_min_bytes) {
+  ExecOptions o{std::string("'") + WS1CHECK_EXE + "' worker --backend cpu_bf16 " + flags, "",
+                std::chrono::seconds(300)};
+  o.input_cache_min_bytes = cache_min_bytes;
+  auto b = make_exec_backend(o);
+  if (!b) FAIL(b.error().message());
+  return std::move(b).value();
+}
+
+// One worker for the whole test binary, as one run has: the smoke tensors stay below the input
+// cache's threshold, so every input travels in the file.
 Backend& through_protocol() {
-  static std::unique_ptr<Backend> backend = [] {
-    auto b = make_exec_backend({std::string("'") + WS1CHECK_EXE + "' worker --backend cpu_bf16", "",
-                                std::chrono::seconds(300)});
-    if (!b) FAIL(b.error().message());
-    return std::move(b).value();
-  }();
+  static std::unique_ptr<Backend> backend = start_worker("", 1 << 20);
+  return *backend;
+}
+
+// The same worker with a small input cache and every tensor of 256 bytes or more kept: most
+// inputs are named by key, and the cache is full most of the time (evictions on most calls).
+Backend& through_cache() {
+  static std::unique_ptr<Backend> backend = start_worker("--input-cache-bytes 300000", 256);
   return *backend;
 }
 
@@ -84,17 +97,26 @@ TEST_CASE("exec: every accuracy cell through the protocol equals cpu_bf16's, bit
     auto in = generated_inputs(run, generator, spec);
     REQUIRE(in.ok());
     for (Judgment j : {Judgment::kForwardAccuracy, Judgment::kGradientAccuracy}) {
-      CellTensors ours, theirs;
+      CellTensors ours, theirs, kept;
       auto a = run_accuracy_cell_on(run, direct(), *op, j, *in, &ours);
       auto b = run_accuracy_cell_on(run, through_protocol(), *op, j, *in, &theirs);
+      auto c = run_accuracy_cell_on(run, through_cache(), *op, j, *in, &kept);
       REQUIRE(a.ok());
       REQUIRE(b.ok());
+      REQUIRE(c.ok());
       require_same_cell(*a, *b);
       require_same_bits(ours.candidate, theirs.candidate);
+      require_same_cell(*a, *c);
+      require_same_bits(ours.candidate, kept.candidate);
       ++cells;
     }
   }
   CHECK(cells > 40);
+  CHECK(exec_cache_stats(through_protocol()).hits == 0);  // a cache announced, every input below the threshold
+  const ExecCacheStats kept = exec_cache_stats(through_cache());
+  CHECK(kept.enabled);
+  CHECK(kept.hits > 40);  // the backward calls reuse their forward's inputs, at least
+  CHECK(kept.bytes_not_sent > 0);
 }
 
 TEST_CASE("exec: every invariance cell through the protocol equals cpu_bf16's", "[exec]") {
@@ -110,10 +132,16 @@ TEST_CASE("exec: every invariance cell through the protocol equals cpu_bf16's", 
     for (Judgment j : {Judgment::kForwardInvariance, Judgment::kGradientInvariance}) {
       auto a = run_invariance_cells(run, generator, direct(), *op, j, all_transforms(), *spec);
       auto b = run_invariance_cells(run, generator, through_protocol(), *op, j, all_transforms(), *spec);
+      auto c = run_invariance_cells(run, generator, through_cache(), *op, j, all_transforms(), *spec);
       REQUIRE(a.ok());
       REQUIRE(b.ok());
+      REQUIRE(c.ok());
       REQUIRE(a->size() == b->size());
-      for (std::size_t i = 0; i < a->size(); ++i) require_same_cell((*a)[i], (*b)[i]);
+      REQUIRE(a->size() == c->size());
+      for (std::size_t i = 0; i < a->size(); ++i) {
+        require_same_cell((*a)[i], (*b)[i]);
+        require_same_cell((*a)[i], (*c)[i]);
+      }
     }
   }
 }

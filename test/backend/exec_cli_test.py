@@ -264,6 +264,58 @@ class DuringTheRun(unittest.TestCase):
                                  "(spec 2.1: disabled on the candidate path)")
 
 
+@unittest.skipUnless(has_numpy(), "numpy is not importable")
+class InputCache(unittest.TestCase):
+    """A worker's input cache (the optional input_cache_bytes of ws1-exec-v1): a faithful one
+    changes nothing but what crosses the exchange; one that keeps the wrong tensor or none is red."""
+
+    def invariance(self, mode, env_extra=None):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "out")
+            env = dict(os.environ, TMPDIR=d, WS1CHECK_EXEC_CACHE_MIN_BYTES="1")
+            env.update(env_extra or {})
+            worker = f"exec:{PY} {shlex.quote(src('test/data/exec_workers/planted_cache.py'))} {mode}"
+            p = subprocess.run([WS1CHECK, "invariance", "--workload", src("fixtures/ws1-smoke.json"), "--out", out,
+                                "--backend", worker, "--op", "silu", "--direction", "fwd"],
+                               capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+            evidence = None
+            if os.path.exists(os.path.join(out, "invariance-example_numpy.json")):
+                with open(os.path.join(out, "invariance-example_numpy.json")) as f:
+                    evidence = json.load(f)
+            return p, evidence
+
+    def test_faithful_cache_is_green_and_used(self):
+        p, e = self.invariance("faithful")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual({c["verdict"] for c in e["cells"]} - {"na"}, {"green"})
+        self.assertRegex(p.stderr, r"example_numpy: \d+ inputs \(.* GB\) named by content key instead of sent again")
+
+    def test_cache_off_sends_everything(self):
+        p, e = self.invariance("faithful", {"WS1CHECK_EXEC_CACHE_MIN_BYTES": "0"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("named by content key", p.stderr)
+
+    def test_bad_threshold_is_exit_2(self):
+        p, e = self.invariance("faithful", {"WS1CHECK_EXEC_CACHE_MIN_BYTES": "1MB"})
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("WS1CHECK_EXEC_CACHE_MIN_BYTES: 1MB: expected a number of bytes", p.stderr)
+        self.assertIsNone(e)
+
+    def test_cache_keyed_by_name_is_red(self):
+        p, e = self.invariance("by_name")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("red", {c["verdict"] for c in e["cells"]})
+
+    def test_cache_that_keeps_nothing_is_red(self):
+        p, e = self.invariance("forgetful")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        reasons = [c["reason"] for c in e["cells"] if c["verdict"] == "red"]
+        self.assertTrue(reasons)
+        for r in reasons:
+            self.assertRegex(r, r"the worker reports an error: KeyError: .input cache: cached: '[a-z.]+': "
+                                r"no tensor kept under xxh3-128:[0-9a-f]{32}")
+
+
 if __name__ == "__main__":
     WS1CHECK = os.path.abspath(sys.argv[1])
     ROOT = os.path.abspath(sys.argv[2])

@@ -2,6 +2,7 @@
 // missing, mistyped or unknown field, another version, a line that is not JSON).
 #include <catch2/catch.hpp>
 
+#include "exchange.hpp"
 #include "exec_protocol.hpp"
 #include "ws1/exec_backend.hpp"
 
@@ -115,4 +116,80 @@ TEST_CASE("ws1-exec-v1: the worker's hello is checked, its version first", "[exe
   auto no_readback = parse_worker_hello(R"({"type":"hello","protocol":"ws1-exec-v1","backend":"b","ops":{}})");
   REQUIRE_FALSE(no_readback.ok());
   CHECK(describe(no_readback.error()) == "readback: missing required key");
+}
+
+TEST_CASE("ws1-exec-v1: the optional input cache round-trips and is parsed strictly", "[exec][protocol]") {
+  WorkerHello h{std::string(kExecProtocol), "triton_cuda_bf16", {}, kReadback, std::uint64_t{1} << 34};
+  auto hello = parse_worker_hello(encode(h));
+  REQUIRE(hello.ok());
+  CHECK(hello->input_cache_bytes == std::uint64_t{1} << 34);
+  h.input_cache_bytes.reset();  // absent: no cache, and the line does not name one
+  CHECK(encode(h).find("input_cache_bytes") == std::string::npos);
+  CHECK_FALSE(parse_worker_hello(encode(h))->input_cache_bytes.has_value());
+  auto bad = parse_worker_hello(R"({"type":"hello","protocol":"ws1-exec-v1","backend":"b","ops":{},)"
+                                R"("readback":{"device":"d","tf32_enabled":null},"input_cache_bytes":-1})");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(describe(bad.error()), Catch::StartsWith("input_cache_bytes:"));
+
+  RunRequest r{7, "lm_head", Direction::kBackward, "/x/in", "/x/out", {{"dhidden", DType::kBF16}}, OpContext{}};
+  CHECK(encode(r).find("cached") == std::string::npos);  // a worker without a cache sees v1's fields only
+  r.cached = {{"weight", "xxh3-128:00ff"}};
+  r.store = {{"hidden", "xxh3-128:0a0b"}};
+  r.evict = {"xxh3-128:dead", "xxh3-128:beef"};
+  auto m = parse_client_message(encode(r));
+  REQUIRE(m.ok());
+  const auto* back = std::get_if<RunRequest>(&*m);
+  REQUIRE(back != nullptr);
+  CHECK(back->cached == r.cached);
+  CHECK(back->store == r.store);
+  CHECK(back->evict == r.evict);
+  std::string line = encode(r);
+  line.replace(line.find("\"xxh3-128:dead\""), 15, "3");
+  auto mistyped = parse_client_message(line);
+  REQUIRE_FALSE(mistyped.ok());
+  CHECK_THAT(describe(mistyped.error()), Catch::StartsWith("evict[0]:"));
+}
+
+TEST_CASE("input cache book: sent once, then named; least recently used out first; unsure keys resent",
+          "[exec][protocol]") {
+  const auto filled = [](std::int64_t n, float v) {
+    Tensor t(DType::kF32, {n});
+    for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = v;
+    return t;
+  };
+  const Tensor a = filled(100, 1), b = filled(100, 2), c = filled(100, 3), small = filled(2, 4);
+  InputCacheBook book(/*capacity*/ 800, /*min_bytes*/ 64);  // room for two 400-byte tensors
+  std::map<std::string, std::string> cached, store;
+  std::vector<std::string> evict;
+  const auto plan = [&](const Tensors& in) {
+    cached.clear();
+    store.clear();
+    evict.clear();
+    return book.plan(in, cached, store, evict);
+  };
+  Tensors sent = plan({{"a", a}, {"b", b}, {"s", small}});
+  CHECK(sent.size() == 3);  // first time: all in the file, a and b to keep; s too small to keep
+  CHECK(store == std::map<std::string, std::string>{{"a", input_cache_key(a)}, {"b", input_cache_key(b)}});
+  CHECK(book.held_bytes() == 800);
+  sent = plan({{"x", a}, {"s", small}});  // the same bytes under another name: the same key
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0].name == "s");
+  CHECK(cached == std::map<std::string, std::string>{{"x", input_cache_key(a)}});
+  CHECK(book.hits() == 1);
+  CHECK(book.bytes_not_sent() == 400);
+  sent = plan({{"c", c}});  // room for c: b (used least recently) goes
+  CHECK(evict == std::vector<std::string>{input_cache_key(b)});
+  CHECK(store.count("c") == 1);
+  CHECK(input_cache_key(a) != input_cache_key(filled(100, 1.5f)));
+  CHECK(input_cache_key(Tensor(DType::kF32, {10, 10})) != input_cache_key(Tensor(DType::kF32, {100})));
+  book.forget(store);  // the request failed: c is resent, and evicted first in case the worker kept it
+  sent = plan({{"c", c}});
+  CHECK(sent.size() == 1);
+  CHECK(evict == std::vector<std::string>{input_cache_key(c)});
+  CHECK(store.count("c") == 1);
+  InputCacheBook tiny(100, 64);  // a tensor larger than the capacity always travels in the file
+  std::map<std::string, std::string> c2, s2;
+  std::vector<std::string> e2;
+  CHECK(tiny.plan({{"a", a}}, c2, s2, e2).size() == 1);
+  CHECK(s2.empty());
 }
