@@ -127,6 +127,9 @@ void check_accuracy(Checker& ck, const AccuracyTensor& t, const std::string& at,
              "missing for a non-empty tensor");
   ck.require(t.nan_elements >= 0 && t.nan_elements <= t.violations, at + ".nan_elements",
              "not within the violation count");
+  ck.require(!t.floor_violations || (*t.floor_violations >= 0 && *t.floor_violations <= t.numel),
+             at + ".floor_violations", "not within the element count");
+  ck.require(!t.floor_violations || !passed(t), at + ".floor_violations", "judged on a passing tensor");
   ck.require(!green || t.violations == 0, at + ".violations",
              fmt::format("{} violations in a green cell", t.violations));
   ck.require(!green || t.comparable, at + ".comparable", "false in a green cell");

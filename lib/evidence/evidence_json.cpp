@@ -67,6 +67,7 @@ json accuracy_json(const AccuracyTensor& t) {
   j["passed"] = passed(t);  // computed, so it cannot disagree with the counts
   j["notes"] = t.notes;
   j["statistics_engine"] = t.engine;
+  j["floor_violations"] = t.floor_violations ? json(*t.floor_violations) : json(nullptr);
   return j;
 }
 

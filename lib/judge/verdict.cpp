@@ -27,6 +27,9 @@ std::string accuracy_problem(const AccuracyTensor& t) {
                      t.worst->margin,
                      t.worst->margin == 1.0 ? (t.worst->violates ? " (over)" : " (within)") : "",
                      t.worst->allowed);
+  if (t.floor_violations && *t.floor_violations > 0)
+    s += fmt::format("; below the {} floor: the reference itself rounded to {} is outside the row at {} "
+                     "element(s)", dtype_contract_name(t.dtype), dtype_contract_name(t.dtype), *t.floor_violations);
   return s;
 }
 

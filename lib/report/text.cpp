@@ -93,6 +93,9 @@ std::string worst_element_text(const AccuracyTensor& t) {
   }
   s += fmt::format("; {} of {} elements violate", t.violations, t.numel);
   if (t.nan_elements > 0) s += fmt::format(" ({} with a NaN)", t.nan_elements);
+  if (t.floor_violations && *t.floor_violations > 0)
+    s += fmt::format("; below the {} floor at {} (the reference rounded to {} fails there too)",
+                     dtype_contract_name(t.dtype), *t.floor_violations, dtype_contract_name(t.dtype));
   return s;
 }
 

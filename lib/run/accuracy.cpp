@@ -10,10 +10,22 @@
 #include <set>
 
 #include "ws1/judge.hpp"
+#include "ws1/numeric.hpp"
 #include "ws1/runner.hpp"
 
 namespace ws1 {
 namespace {
+
+// Elements at which the reference rounded to `dtype` (round to nearest even) is outside the row:
+// where a correctly rounded candidate would fail too, the row asks more than the dtype holds.
+std::int64_t floor_violations(const Tensor& reference, DType dtype, const Tolerance& tol) {
+  const Tensor r = reference.contiguous();
+  Tensor rounded(DType::kF32, r.shape());
+  const float* from = r.data<float>();
+  float* to = rounded.data<float>();
+  for (std::int64_t i = 0; i < r.numel(); ++i) to[i] = dtype == DType::kF16 ? round_fp16(from[i]) : round_bf16(from[i]);
+  return judge_accuracy("floor", rounded, r, tol).violations;
+}
 
 std::string cell_id(const RunContext& run, const Op& op, Judgment j, const CellInputs& in) {
   // A generated fixture's id already says op/tier/distribution; a user fixture's id
@@ -142,6 +154,8 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
                                     dtype_contract_name(c->dtype()),
                                     dtype_contract_name(d.candidate_dtype)));
     }
+    if (!passed(t) && t.comparable && (t.dtype == DType::kBF16 || t.dtype == DType::kF16))
+      t.floor_violations = floor_violations(*r, t.dtype, tol);
     cell.accuracy.push_back(std::move(t));
   }
   cell.timing.push_back({"judge", seconds(t2, Clock::now())});

@@ -115,15 +115,17 @@ TEST_CASE("evidence: artifact-level fields are checked", "[evidence]") {
                   "duplicate cell id");
   expect_rejected([](ws1::Evidence& e) { e.cells[0].id.clear(); }, "cells[0].id", "empty");
   expect_rejected([](ws1::Evidence& e) { e.schema_version = "v0"; }, "schema_version",
-                  "ws1check-evidence-v4");
-  // Older versions are valid in the schema (old files), but this build writes only v4: its
-  // documents always carry the v2-v4 fields, so an older label would understate them.
+                  "ws1check-evidence-v5");
+  // Older versions are valid in the schema (old files), but this build writes only v5: its
+  // documents always carry the v2-v5 fields, so an older label would understate them.
   expect_rejected([](ws1::Evidence& e) { e.schema_version = "ws1check-evidence-v1"; },
-                  "schema_version", "is not ws1check-evidence-v4");
+                  "schema_version", "is not ws1check-evidence-v5");
   expect_rejected([](ws1::Evidence& e) { e.schema_version = "ws1check-evidence-v2"; },
-                  "schema_version", "is not ws1check-evidence-v4");
+                  "schema_version", "is not ws1check-evidence-v5");
   expect_rejected([](ws1::Evidence& e) { e.schema_version = "ws1check-evidence-v3"; },
-                  "schema_version", "is not ws1check-evidence-v4");
+                  "schema_version", "is not ws1check-evidence-v5");
+  expect_rejected([](ws1::Evidence& e) { e.schema_version = "ws1check-evidence-v4"; },
+                  "schema_version", "is not ws1check-evidence-v5");
   expect_rejected([](ws1::Evidence& e) { e.contract.sha256.clear(); }, "contract.sha256", "empty");
   expect_rejected([](ws1::Evidence& e) { e.workload.workload_id.clear(); },
                   "workload.workload_id", "empty");

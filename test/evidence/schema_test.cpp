@@ -134,7 +134,8 @@ std::string join(const std::vector<std::string>& v) {
 // not by their object's own `required` (older artifacts lack them). The planted defects below
 // show the conditional requires them of what this build writes.
 const std::set<std::pair<std::string, std::string>> kVersionedKeys = {
-    {"#/$defs/cell", "reference"}, {"#/$defs/accuracy_tensor", "statistics_engine"}, {"#/$defs/cell", "timing"}};
+    {"#/$defs/cell", "reference"}, {"#/$defs/accuracy_tensor", "statistics_engine"}, {"#/$defs/cell", "timing"},
+    {"#/$defs/accuracy_tensor", "floor_violations"}};
 
 // Every object schema with properties requires all of them: the writer always emits every
 // key (absent values are explicit nulls), so optional keys would hide a writer bug.
@@ -178,7 +179,8 @@ TEST_CASE("schema: parses, is draft 2020-12, and requires every declared key", "
   for (element v : schema["properties"]["schema_version"]["enum"].get_array())
     versions.push_back(std::string_view(v));
   CHECK(versions == std::vector<std::string_view>{"ws1check-evidence-v1", "ws1check-evidence-v2",
-                                                   "ws1check-evidence-v3", "ws1check-evidence-v4"});
+                                                   "ws1check-evidence-v3", "ws1check-evidence-v4",
+                                                   "ws1check-evidence-v5"});
   CHECK(versions.back() == ws1::kEvidenceSchemaVersion);
   check_required_equals_properties(schema, "#");
 }
@@ -243,7 +245,9 @@ TEST_CASE("schema: the walker catches planted defects", "[evidence]") {
       {"bad commit", [](nlohmann::ordered_json& j) { j["checkout"]["commit"] = "HEAD"; }, "$.checkout: matches 0 oneOf"},
       {"bad bits", [](nlohmann::ordered_json& j) { j["cells"][1]["tensors"][0]["first_mismatches"][0]["lhs_bits"] = "0000"; },
        "$.cells[1].tensors[0]: matches 0 oneOf"},
-      // The version conditionals (D23): what v2, v3 and v4 added is required of a v4 document.
+      // The version conditionals (D23): what v2 to v5 added is required of a v5 document.
+      {"v5 without floor_violations", [](nlohmann::ordered_json& j) { j["cells"][0]["tensors"][0].erase("floor_violations"); },
+       "$.cells[0].tensors[0]: missing required floor_violations"},
       {"v4 without timing", [](nlohmann::ordered_json& j) { j["cells"][1].erase("timing"); },
        "$.cells[1]: missing required timing"},
       {"v3 without statistics_engine", [](nlohmann::ordered_json& j) { j["cells"][0]["tensors"][0].erase("statistics_engine"); },
@@ -254,7 +258,7 @@ TEST_CASE("schema: the walker catches planted defects", "[evidence]") {
          j["schema_version"] = "ws1check-evidence-v2";
          j["cells"][1].erase("reference");
        }, "$.cells[1]: missing required reference"},
-      {"unknown version", [](nlohmann::ordered_json& j) { j["schema_version"] = "ws1check-evidence-v5"; },
+      {"unknown version", [](nlohmann::ordered_json& j) { j["schema_version"] = "ws1check-evidence-v6"; },
        "$.schema_version: not in the enum"},
   };
   simdjson::dom::parser dp;

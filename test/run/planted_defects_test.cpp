@@ -100,3 +100,68 @@ TEST_CASE("a fixture whose bytes are not pinned is refused, not judged", "[run]"
   REQUIRE_FALSE(cell.ok());
   CHECK(cell.error().message().find("rms_norm/primary/normal") != std::string::npos);
 }
+
+namespace {
+
+Cell gradient_cell(const test::Workload& w, Backend& backend, const std::string& op, const std::string& fixture,
+                   float seed_scale) {
+  RunContext run = w.run_context();
+  FixtureGenerator gen;
+  auto in = generated_inputs(run, gen, w.spec(fixture));
+  REQUIRE(in.ok());
+  for (NamedTensor& t : in->tensors) {  // a power of two: the scaled seeds are exact
+    if (t.name.rfind("dy.", 0) != 0) continue;
+    REQUIRE((t.tensor.dtype() == DType::kBF16 || t.tensor.dtype() == DType::kF32));
+    for (std::int64_t i = 0; i < t.tensor.numel(); ++i) {
+      if (t.tensor.dtype() == DType::kF32) {
+        t.tensor.data<float>()[i] *= seed_scale;
+        continue;
+      }
+      auto& bits = t.tensor.data<std::uint16_t>()[i];
+      bits = to_bf16(from_bf16(bf16{bits}) * seed_scale).bits;
+    }
+  }
+  auto cell = run_accuracy_cell_on(run, backend, *find_op_impl(op), Judgment::kGradientAccuracy, *in);
+  REQUIRE(cell.ok());
+  return std::move(cell).value();
+}
+
+const AccuracyTensor& tensor_of(const Cell& c, const std::string& name) {
+  for (const AccuracyTensor& t : c.accuracy)
+    if (t.name == name) return t;
+  FAIL("no tensor " << name);
+  throw;
+}
+
+}  // namespace
+
+TEST_CASE("a red bf16 tensor below the row's bf16 floor says so; a red one above it does not", "[run][planted]") {
+  const test::Workload& smoke = test::workload("ws1-smoke");
+  auto cpu = make_cpu_bf16_backend();
+  // Green: the floor is not judged.
+  const Cell green = gradient_cell(smoke, *cpu, "linear_logp", "linear_logp/primary/normal", 1.0f);
+  REQUIRE(green.verdict == Verdict::kGreen);
+  CHECK_FALSE(tensor_of(green, "dweight").floor_violations.has_value());
+  // Gradient seeds x 2^12: |dweight| reaches the hundreds, where half a bf16 step exceeds the
+  // row's atol with rtol 0 (the linear_logp row): even the correctly rounded answer fails there,
+  // so the reason says the row is below the bf16 floor, not that the kernel is wrong.
+  const Cell large = gradient_cell(smoke, *cpu, "linear_logp", "linear_logp/primary/normal", 4096.0f);
+  REQUIRE(large.verdict == Verdict::kRed);
+  const AccuracyTensor& dw = tensor_of(large, "dweight");
+  REQUIRE(dw.floor_violations.has_value());
+  CHECK(*dw.floor_violations > 0);
+  CHECK(*dw.floor_violations <= dw.violations + dw.numel);
+  CHECK_THAT(large.reason, Catch::Contains("dweight") && Catch::Contains("below the bfloat16 floor"));
+  // The twin: a kernel defect (bf16 accumulation in rms_norm) is red, and the correctly rounded
+  // reference meets the row — no floor in the reason.
+  RunContext run = setup().run_context();
+  FixtureGenerator gen;
+  DefectBackend bad("rms_norm", rms_norm_variant(true, false));
+  auto cell = run_accuracy_cell(run, gen, bad, *find_op_impl("rms_norm"), Judgment::kForwardAccuracy,
+                                spec("rms_norm/primary/normal"));
+  REQUIRE(cell.ok());
+  REQUIRE(cell->verdict == Verdict::kRed);
+  REQUIRE(tensor_of(*cell, "y").floor_violations.has_value());
+  CHECK(*tensor_of(*cell, "y").floor_violations == 0);
+  CHECK_THAT(cell->reason, !Catch::Contains("floor"));
+}

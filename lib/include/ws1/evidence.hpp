@@ -21,9 +21,10 @@ namespace ws1 {
 
 // The format this build writes. contracts/evidence.schema.json accepts every version so that an
 // old artifact validates against the version it claims: v1 the original, v2 adds
-// cells[].reference, v3 adds statistics_engine on accuracy tensors (docs/decisions.md D23).
+// cells[].reference, v3 adds statistics_engine on accuracy tensors (docs/decisions.md D23), v4
+// cells[].timing, v5 floor_violations on accuracy tensors.
 // validate() accepts only this one: it checks what this build writes, not old files.
-inline constexpr std::string_view kEvidenceSchemaVersion = "ws1check-evidence-v4";
+inline constexpr std::string_view kEvidenceSchemaVersion = "ws1check-evidence-v5";
 
 using Dims = std::vector<std::int64_t>;  // a shape or a multi-index (same type as ws1::Shape)
 
@@ -128,6 +129,10 @@ struct AccuracyTensor {
   // Where the statistics were computed: "host", or "cuda" (the device judge, same definitions
   // and bits; ws1/accuracy_parts.hpp).
   std::string engine = "host";
+  // For a failing bf16/f16 tensor: the elements at which the reference itself, rounded to the
+  // candidate's dtype, is outside the row (the row asks more than that dtype holds there: below
+  // its floor). Absent where not judged (a passing tensor, an FP32 candidate, not comparable).
+  std::optional<std::int64_t> floor_violations;
 };
 
 struct BitMismatch {
