@@ -174,9 +174,11 @@ for s in "$@"; do
         else
           # 3 seeds x prompts {8, 32} x responses {40, 44} x logit scales {1, 4}: 24 sequences,
           # 1008 active tokens sampled by the chain itself; the FP32 reference chain is CPU-bound
-          # at these dims, so the sweep reports the candidate's d only.
+          # at these dims, so the sweep reports the candidate's d only. SWEEP_SEEDS, SWEEP_PROMPTS,
+          # SWEEP_RESPONSES and SWEEP_SCALES narrow it (a backend whose decode step is slow).
           step $s-$order timeout ${PARITY_TIMEOUT:-600} $BIN/ws1check parity --model synthetic:qwen3-8b --backend ${PARITY_BACKEND:-cuda_bf16} \
-            --fixture sweep --seeds 1,2,3 --prompt-len 8,32 --response-len 40,44 --logit-scales 1,4 \
+            --fixture sweep --seeds ${SWEEP_SEEDS:-1,2,3} --prompt-len ${SWEEP_PROMPTS:-8,32} \
+            --response-len ${SWEEP_RESPONSES:-40,44} --logit-scales ${SWEEP_SCALES:-1,4} \
             --sequences 1 --strict --no-reference --rms-norm-order $order --out $P/$order
         fi
       done
