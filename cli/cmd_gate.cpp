@@ -47,6 +47,7 @@ struct GateOptions {
   std::string reference;  // --reference: where the accuracy cells' FP32 golds are computed
   bool quiet = false;
   bool overlap_backends = false;
+  bool fail_vacuous = false;  // also on under a ws1-c1-v3 contract
   unsigned threads = 0;
 };
 
@@ -233,13 +234,18 @@ StepsRun run_all(const std::vector<Step>& steps, unsigned threads, bool overlap,
 // The matrix on stdout: one row per backend × op, one column per judgment, each the cells'
 // verdicts counted.
 std::string tally_text(const std::vector<const ws1::Cell*>& cells) {
-  std::size_t g = 0, r = 0, na = 0;
+  std::size_t g = 0, r = 0, na = 0, v = 0;
   for (const ws1::Cell* c : cells)
-    (c->verdict == ws1::Verdict::kGreen ? g : c->verdict == ws1::Verdict::kRed ? r : na)++;
+    (c->verdict == ws1::Verdict::kGreen     ? g
+     : c->verdict == ws1::Verdict::kRed     ? r
+     : c->verdict == ws1::Verdict::kVacuous ? v
+                                            : na)++;
   if (cells.empty()) return "-";
   if (r > 0) return fmt::format("RED {}/{}", r, cells.size());
-  if (g > 0) return na > 0 ? fmt::format("green {} +{} N/A", g, na) : fmt::format("green {}", g);
-  return fmt::format("N/A {}", na);
+  std::string s = g > 0 ? fmt::format("green {}", g) : v > 0 ? fmt::format("vacuous {}", v) : fmt::format("N/A {}", na);
+  if (g > 0 && v > 0) s += fmt::format(" +{} vac", v);
+  if ((g > 0 || v > 0) && na > 0) s += fmt::format(" +{} N/A", na);
+  return s;
 }
 
 void print_matrix(const ws1::Evidence& e, const std::vector<std::unique_ptr<Session>>& sessions,
@@ -421,8 +427,14 @@ int run(const GateOptions& o) {
   }
   const ws1::Summary sum = ws1::summarize(evidence.cells);
   red |= sum.red > 0;
-  fmt::print("gate {}: green {}, red {}, N/A {} of {} cells ({:.1f} s)\n", red ? "red" : "green", sum.green,
-             sum.red, sum.na, sum.total, std::chrono::duration<double>(Clock::now() - t_start).count());
+  const bool fail_vacuous = o.fail_vacuous || evidence.contract.version == "ws1-c1-v3";
+  if (sum.vacuous > 0)
+    fmt::print("vacuous: {} cell(s) that an all-zero candidate passes as well{}\n", sum.vacuous,
+               fail_vacuous ? " (they fail the gate: --fail-vacuous or contract v3)" : "; --fail-vacuous fails on them");
+  red |= fail_vacuous && sum.vacuous > 0;
+  fmt::print("gate {}: green {}, red {}, N/A {}, vacuous {} of {} cells ({:.1f} s)\n", red ? "red" : "green",
+             sum.green, sum.red, sum.na, sum.vacuous, sum.total,
+             std::chrono::duration<double>(Clock::now() - t_start).count());
   for (const auto& p : written) fmt::print("wrote {}\n", p.string());
   return red ? exit_code(ws1::ExitCode::kRed) : 0;
 }
@@ -457,6 +469,9 @@ Command register_gate(CLI::App& app) {
   sub->add_flag("--overlap-backends", o->overlap_backends,
                 "run each backend's cells on a host thread of its own, at the same time (the evidence is the "
                 "same as one backend after the other; not yet measured on the GPU)");
+  sub->add_flag("--fail-vacuous", o->fail_vacuous,
+                "exit 1 when a cell is vacuous (passed, but an all-zero candidate passes too); the default "
+                "under a ws1-c1-v3 contract");
   sub->add_flag("-q,--quiet", o->quiet, "no progress line and only errors on stderr");
   return {sub, [o] { return run(*o); }};
 }

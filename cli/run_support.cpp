@@ -144,7 +144,8 @@ int finish_run(ws1::Evidence& evidence, const std::string& out, const std::strin
                                                                    : c.reason;
       fmt::print("{:<{}}  {:<7}  {}\n", c.id, width, ws1::verdict_name(c.verdict), detail);
     }
-    fmt::print("green {}, red {}, N/A {} of {} cells; evidence: {}{}\n", s.green, s.red, s.na, s.total,
+    fmt::print("green {}, red {}, N/A {}{} of {} cells; evidence: {}{}\n", s.green, s.red, s.na,
+               s.vacuous > 0 ? fmt::format(", vacuous {} (not green evidence)", s.vacuous) : "", s.total,
                path->string(), replaces ? " (replacing the previous run's; --out DIR keeps runs apart)" : "");
   }
   return s.red > 0 ? exit_code(ws1::ExitCode::kRed) : 0;

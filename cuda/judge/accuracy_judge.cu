@@ -8,7 +8,8 @@
 //  2. leaf_stats: per kSumBlock-element leaf, the three statistics' leaf sums (one thread per
 //     lane, then the stride-halving tree), maxima, violations and the worst element (the
 //     largest (ratio, violates), then the lowest index: a total order, so the merge order does
-//     not matter); and the histogram of each statistic's float32 top 11 bits.
+//     not matter); the exact sum of the signed ulp distances and the largest |reference| (the
+//     null candidates' inputs); and the histogram of each statistic's float32 top 11 bits.
 //  3. refine, twice: for each of the six ranks (P99, P99.9 of three statistics), the histogram of
 //     the next bits among the values whose leading bits are the rank's prefix so far. After
 //     11 + 11 + 10 bits each rank's float32 value is known exactly (non-negative floats order
@@ -24,6 +25,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -78,12 +80,14 @@ __device__ __forceinline__ float load_c(const void* c, long long i) {
 struct Values {
   double abs, rel, ulp, allowed, ratio;
   bool violates, nan;
+  long long sulp;  // the signed ulp distance of a finite pair (clamped), else 0
 };
 
 // The table of rare pairs (sorted by index), uploaded by the host.
 struct RareTable {
   const long long* index;
   const double *abs, *rel, *ulp, *allowed, *ratio;
+  const long long* sulp;
   const unsigned char* flags;  // bit 0: nan, bit 1: violates
   long long count;
 };
@@ -97,6 +101,7 @@ __device__ __forceinline__ bool common_pair(float c, float r, Tol tol, Values& v
   v.allowed = __dadd_rn(tol.atol, __dmul_rn(tol.rtol, dabs(rd)));
   if (is_finite(c) && cb == rb) {  // same_finite: every error 0, a pass
     v.abs = v.rel = v.ulp = 0;
+    v.sulp = 0;
     v.ratio = 0;
     v.violates = false;
     return true;
@@ -119,6 +124,7 @@ __device__ __forceinline__ bool common_pair(float c, float r, Tol tol, Values& v
   else
     d = ulp_key(cb, 0x80000000u) - ulp_key(rb, 0x80000000u);
   v.ulp = __ll2double_rn(d < 0 ? -d : d);
+  v.sulp = d > ws1::kSignedUlpClamp ? ws1::kSignedUlpClamp : d < -ws1::kSignedUlpClamp ? -ws1::kSignedUlpClamp : d;
   double ratio;
   if (abs == 0)
     ratio = 0;
@@ -143,7 +149,7 @@ __device__ __forceinline__ void rare_values(const RareTable& t, long long i, Val
   // Present by construction (find_rare listed every rare pair); a miss would be a bug, and
   // is made loud: a NaN statistic and a violation.
   if (lo >= t.count || t.index[lo] != i) {
-    v = Values{__longlong_as_double(0x7ff8000000000000ll), 0, 0, 0, 0, true, false};
+    v = Values{__longlong_as_double(0x7ff8000000000000ll), 0, 0, 0, 0, true, false, 0};
     return;
   }
   v.abs = t.abs[lo];
@@ -151,6 +157,7 @@ __device__ __forceinline__ void rare_values(const RareTable& t, long long i, Val
   v.ulp = t.ulp[lo];
   v.allowed = t.allowed[lo];
   v.ratio = t.ratio[lo];
+  v.sulp = t.sulp[lo];
   v.nan = (t.flags[lo] & 1u) != 0;
   v.violates = (t.flags[lo] & 2u) != 0;
 }
@@ -193,6 +200,8 @@ struct Leaf {
   double worst_ratio, worst_allowed;
   long long worst_flat;
   long long violations;
+  long long sulp_sum;
+  float ref_max;
   int worst_violates;
 };
 
@@ -240,6 +249,8 @@ __global__ void __launch_bounds__(kThreads) leaf_stats(const void* c, const floa
   __shared__ Worst wsh[kThreads];
   __shared__ double msh[3][kThreads];
   __shared__ unsigned long long vsh[kThreads];
+  __shared__ long long ssh[kThreads];
+  __shared__ float rsh[kThreads];
   const int t = threadIdx.x;
   for (int k = t; k < 3 * kBins; k += kThreads) (&counts[0][0])[k] = 0;
   __syncthreads();
@@ -250,12 +261,16 @@ __global__ void __launch_bounds__(kThreads) leaf_stats(const void* c, const floa
     double mx[3] = {0, 0, 0};
     unsigned zeros[3] = {0, 0, 0};
     unsigned long long violations = 0;
+    long long sulp = 0;
+    float rmax = 0;  // fmaxf leaves a NaN reference out
     Worst best{0, 0, -1, false};
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
       const long long i = base + t + static_cast<long long>(kThreads) * j;
       if (i >= n) continue;  // the last leaf's padding: + 0 changes no bit
       const Values v = element<kBf16>(c, r, i, tol, table);
+      rmax = fmaxf(rmax, fabsf(r[i]));
+      sulp += v.sulp;
       violations += v.violates ? 1 : 0;
       const Worst w{v.ratio, v.allowed, i, v.violates};
       if (outranks(w, best)) best = w;
@@ -281,12 +296,16 @@ __global__ void __launch_bounds__(kThreads) leaf_stats(const void* c, const floa
     // Maxima, violations and the worst element: any tree (order-free results).
     wsh[t] = best;
     vsh[t] = violations;
+    ssh[t] = sulp;
+    rsh[t] = rmax;
     for (int s = 0; s < 3; ++s) msh[s][t] = mx[s];
     __syncthreads();
     for (int m = kThreads / 2; m >= 1; m /= 2) {
       if (t < m) {
         if (outranks(wsh[t + m], wsh[t])) wsh[t] = wsh[t + m];
         vsh[t] += vsh[t + m];
+        ssh[t] += ssh[t + m];
+        rsh[t] = fmaxf(rsh[t], rsh[t + m]);
         for (int s = 0; s < 3; ++s) msh[s][t] = fmax(msh[s][t], msh[s][t + m]);
       }
       __syncthreads();
@@ -302,6 +321,8 @@ __global__ void __launch_bounds__(kThreads) leaf_stats(const void* c, const floa
       out.worst_flat = wsh[0].flat;
       out.worst_violates = wsh[0].violates ? 1 : 0;
       out.violations = static_cast<long long>(vsh[0]);
+      out.sulp_sum = ssh[0];
+      out.ref_max = rsh[0];
     }
     __syncthreads();
   }
@@ -373,9 +394,10 @@ DeviceArray<T> to_device(const std::vector<T>& v) {
 struct RareUpload {
   DeviceArray<long long> index;
   DeviceArray<double> abs, rel, ulp, allowed, ratio;
+  DeviceArray<long long> sulp;
   DeviceArray<unsigned char> flags;
   RareTable table() const {
-    return {index.get(), abs.get(), rel.get(), ulp.get(), allowed.get(), ratio.get(), flags.get(),
+    return {index.get(), abs.get(), rel.get(), ulp.get(), allowed.get(), ratio.get(), sulp.get(), flags.get(),
             static_cast<long long>(index.size())};
   }
 };
@@ -433,6 +455,7 @@ std::optional<ws1::AccuracyTensor> judge(const std::string& name, const ws1::Ten
     }
     const std::vector<float> ch = to_host(cv), rh = to_host(rv);
     std::vector<double> abs(rare), rel(rare), ulp(rare), allowed(rare), ratio(rare);
+    std::vector<long long> sulp(rare);
     std::vector<unsigned char> flags(rare);
     for (std::size_t k = 0; k < rare; ++k) {
       const ws1::PairJudgement x = ws1::judge_pair(ch[k], rh[k], tolerance, ct);
@@ -441,14 +464,15 @@ std::optional<ws1::AccuracyTensor> judge(const std::string& name, const ws1::Ten
       ulp[k] = x.ulp;
       allowed[k] = x.allowed;
       ratio[k] = x.ratio;
+      sulp[k] = x.signed_ulp;
       flags[k] = static_cast<unsigned char>((x.nan ? 1u : 0u) | (x.violates ? 2u : 0u));
       totals.nan_elements += x.nan ? 1 : 0;
       totals.candidate_nans += x.candidate_nan ? 1 : 0;
       totals.reference_nans += x.reference_nan ? 1 : 0;
       totals.infinite += x.infinite ? 1 : 0;
     }
-    up = RareUpload{to_device(index), to_device(abs), to_device(rel), to_device(ulp), to_device(allowed),
-                    to_device(ratio), to_device(flags)};
+    up = RareUpload{to_device(index),   to_device(abs),   to_device(rel),  to_device(ulp),
+                    to_device(allowed), to_device(ratio), to_device(sulp), to_device(flags)};
   }
   const RareTable table = up.table();
 
@@ -468,6 +492,8 @@ std::optional<ws1::AccuracyTensor> judge(const std::string& name, const ws1::Ten
       *maxima[s] = std::max(*maxima[s], l.max[s]);
     }
     totals.violations += l.violations;
+    totals.signed_ulp_sum += l.sulp_sum;
+    totals.reference_max_abs = std::fmax(totals.reference_max_abs, l.ref_max);
     const bool v = l.worst_violates != 0;
     if (l.worst_flat >= 0 &&
         (totals.worst_flat < 0 || l.worst_ratio > totals.worst.margin ||
@@ -520,7 +546,7 @@ std::optional<ws1::AccuracyTensor> judge(const std::string& name, const ws1::Ten
                            &totals.rel_p999, &totals.ulp_p99, &totals.ulp_p999};
     for (int k = 0; k < 6; ++k) *out[k] = std::bit_cast<float>(p.prefix[k]);
   }
-  return ws1::accuracy_record(name, candidate, std::move(totals), "cuda");
+  return ws1::accuracy_record(name, candidate, std::move(totals), "cuda", tolerance);
 }
 
 std::optional<ws1::AccuracyTensor> hook(const std::string& name, const ws1::Tensor& candidate,

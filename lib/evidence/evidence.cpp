@@ -16,6 +16,7 @@ std::string_view verdict_name(Verdict v) {
     case Verdict::kGreen: return "green";
     case Verdict::kRed: return "red";
     case Verdict::kNa: return "na";
+    case Verdict::kVacuous: return "vacuous";
   }
   return "?";
 }
@@ -55,6 +56,7 @@ Summary summarize(std::span<const Cell> cells) {
       case Verdict::kGreen: ++s.green; break;
       case Verdict::kRed: ++s.red; break;
       case Verdict::kNa: ++s.na; break;
+      case Verdict::kVacuous: ++s.vacuous; break;
     }
   }
   s.total = static_cast<std::int64_t>(cells.size());
@@ -64,6 +66,7 @@ Summary summarize(std::span<const Cell> cells) {
 Verdict overall_verdict(const Summary& s) {
   if (s.red > 0) return Verdict::kRed;
   if (s.green > 0) return Verdict::kGreen;
+  if (s.vacuous > 0) return Verdict::kVacuous;
   return Verdict::kNa;
 }
 
@@ -130,6 +133,9 @@ void check_accuracy(Checker& ck, const AccuracyTensor& t, const std::string& at,
   ck.require(!t.floor_violations || (*t.floor_violations >= 0 && *t.floor_violations <= t.numel),
              at + ".floor_violations", "not within the element count");
   ck.require(!t.floor_violations || !passed(t), at + ".floor_violations", "judged on a passing tensor");
+  ck.require(t.comparable || (!t.reference_max_abs && !t.zeros_pass && !t.bias_ulp), at + ".zeros_pass",
+             "null candidates judged on a tensor that was not compared");
+  ck.require(!t.reference_max_abs || !(*t.reference_max_abs < 0), at + ".reference_max_abs", "negative");
   ck.require(!green || t.violations == 0, at + ".violations",
              fmt::format("{} violations in a green cell", t.violations));
   ck.require(!green || t.comparable, at + ".comparable", "false in a green cell");
@@ -171,7 +177,16 @@ void check_bitwise(Checker& ck, const BitwiseTensor& t, const std::string& at, b
 }
 
 void check_cell(Checker& ck, const Cell& c, const std::string& at) {
-  const bool green = c.verdict == Verdict::kGreen;
+  // A vacuous cell passed like a green one; only a null candidate's passing sets it apart.
+  const bool green = c.verdict == Verdict::kGreen || c.verdict == Verdict::kVacuous;
+  bool zeros_pass = false;
+  for (const AccuracyTensor& t : c.accuracy) zeros_pass = zeros_pass || t.zeros_pass.value_or(false);
+  if (c.verdict == Verdict::kGreen)
+    ck.require(!zeros_pass, at + ".verdict",
+               fmt::format("green cell '{}' has a tensor an all-zero candidate passes (vacuous)", c.id));
+  if (c.verdict == Verdict::kVacuous)
+    ck.require(zeros_pass, at + ".verdict",
+               fmt::format("vacuous cell '{}' has no tensor an all-zero candidate passes", c.id));
   ck.require(!c.id.empty(), at + ".id", "empty cell id");
   ck.require(!c.op.empty(), at + ".op", "empty op");
   if (c.verdict != Verdict::kGreen)

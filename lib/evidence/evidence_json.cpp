@@ -68,6 +68,9 @@ json accuracy_json(const AccuracyTensor& t) {
   j["notes"] = t.notes;
   j["statistics_engine"] = t.engine;
   j["floor_violations"] = t.floor_violations ? json(*t.floor_violations) : json(nullptr);
+  j["reference_max_abs"] = t.reference_max_abs ? num(*t.reference_max_abs) : json(nullptr);
+  j["zeros_pass"] = t.zeros_pass ? json(*t.zeros_pass) : json(nullptr);
+  j["bias_ulp"] = t.bias_ulp ? num(*t.bias_ulp) : json(nullptr);
   return j;
 }
 
@@ -228,7 +231,7 @@ json evidence_to_json(const Evidence& e) {
   for (const Cell& c : e.cells) cells.push_back(cell_json(c));
   j["cells"] = std::move(cells);
   const Summary s = summarize(e.cells);
-  j["summary"] = json{{"green", s.green}, {"red", s.red}, {"na", s.na}, {"total", s.total}};
+  j["summary"] = json{{"green", s.green}, {"red", s.red}, {"na", s.na}, {"vacuous", s.vacuous}, {"total", s.total}};
   j["verdict"] = verdict_name(overall_verdict(s));
   return j;
 }

@@ -79,6 +79,8 @@ struct Partial {
   std::int64_t infinite = 0;
   std::vector<double> abs_blocks, rel_blocks, ulp_blocks;  // the chunk's block sums, in order
   double abs_max = 0, rel_max = 0, ulp_max = 0;
+  std::int64_t signed_ulp_sum = 0;  // exact: the order does not matter
+  float reference_max_abs = 0;
   std::int64_t worst_flat = -1;
   WorstElement worst;
 
@@ -100,6 +102,8 @@ struct Partial {
     abs_max = std::max(abs_max, p.abs_max);
     rel_max = std::max(rel_max, p.rel_max);
     ulp_max = std::max(ulp_max, p.ulp_max);
+    signed_ulp_sum += p.signed_ulp_sum;
+    reference_max_abs = std::fmax(reference_max_abs, p.reference_max_abs);
     if (p.worst_flat >= 0 && outranks(p.worst.margin, p.worst.violates)) {
       worst_flat = p.worst_flat;
       worst = p.worst;
@@ -188,6 +192,8 @@ Partial pass1_chunk(Ranks& rk, std::vector<double>& buf, const std::byte* cbase,
   Partial p;
   std::int64_t zeros = 0, violations = 0;
   double abs_max = 0, rel_max = 0, ulp_max = 0;
+  std::int64_t sulp = 0;
+  float rmax = 0;  // std::fmax leaves a NaN reference out
   std::int64_t worst_flat = -1;
   float worst_c = 0, worst_r = 0;
   double worst_allowed = 0, worst_margin = 0;
@@ -227,6 +233,7 @@ Partial pass1_chunk(Ranks& rk, std::vector<double>& buf, const std::byte* cbase,
   const auto add_finite = [&](std::int64_t flat, std::int64_t i, float c, float r,
                               const judge_detail::FiniteStats& s, double allowed, bool ok) {
     add_stats(i, s.abs, s.rel, s.ulp);
+    sulp += s.sulp;
     violations += ok ? 0 : 1;
     consider_worst(flat, c, r, allowed, error_ratio(s.abs, allowed, ok), !ok);
   };
@@ -241,6 +248,7 @@ Partial pass1_chunk(Ranks& rk, std::vector<double>& buf, const std::byte* cbase,
       for (; flat < be; ++flat) {
         const float c = load_candidate<CT>(cbase, flat);
         const float r = load_reference(rbase, flat);
+        rmax = std::fmax(rmax, std::fabs(r));
         if (same_finite(c, r)) {  // every error is 0: counted as zeros; a first worst element
           ++zeros;
           add_zero(flat - bs);
@@ -259,6 +267,7 @@ Partial pass1_chunk(Ranks& rk, std::vector<double>& buf, const std::byte* cbase,
       // A rare pair: a NaN or an infinity, or finite within the rounding band of its bound.
       const float c = load_candidate<CT>(cbase, flat);
       const float r = load_reference(rbase, flat);
+      rmax = std::fmax(rmax, std::fabs(r));
       if (std::isfinite(c) && std::isfinite(r)) {
         const judge_detail::FiniteErrors e = judge_detail::finite_errors<CT>(c, r, tol);
         add_finite(flat, flat - bs, c, r, e.stats, e.allowed, e.ok);
@@ -291,6 +300,8 @@ Partial pass1_chunk(Ranks& rk, std::vector<double>& buf, const std::byte* cbase,
   p.abs_max = abs_max;
   p.rel_max = rel_max;
   p.ulp_max = ulp_max;
+  p.signed_ulp_sum = sulp;
+  p.reference_max_abs = rmax;
   p.worst_flat = worst_flat;
   if (worst_flat >= 0)
     p.worst = WorstElement{{}, worst_c, worst_r, worst_allowed, worst_margin, worst_violates};
@@ -387,6 +398,7 @@ PairJudgement judge_pair(float c, float r, const Tolerance& tol, DType candidate
     x.abs = e.stats.abs;
     x.rel = e.stats.rel;
     x.ulp = e.stats.ulp;
+    x.signed_ulp = e.stats.sulp;
     x.allowed = e.allowed;
     x.violates = !e.ok;
     x.ratio = error_ratio(e.stats.abs, e.allowed, e.ok);
@@ -400,7 +412,7 @@ std::optional<std::string> accuracy_incomparable(const Tensor& candidate, const 
 }
 
 AccuracyTensor accuracy_record(std::string name, const Tensor& candidate, AccuracyTotals all,
-                               std::string engine) {
+                               std::string engine, const Tolerance& tol) {
   AccuracyTensor t;
   t.name = std::move(name);
   t.shape = candidate.shape();
@@ -414,6 +426,14 @@ AccuracyTensor accuracy_record(std::string name, const Tensor& candidate, Accura
     t.worst = std::move(all.worst);
   }
   const std::int64_t measured = t.numel - t.nan_elements;  // elements in the statistics
+  // The null candidates (ws1/evidence.hpp): 0 meets atol + rtol * |r| >= |r| everywhere iff it
+  // does at the largest |r| (the test only tightens as |r| grows when rtol <= 1, and always
+  // holds when rtol > 1).
+  t.reference_max_abs = all.reference_max_abs;
+  t.zeros_pass = all.reference_nans == 0 && within_tolerance(0.0f, all.reference_max_abs, tol);
+  const std::int64_t finite = measured - all.infinite;
+  t.bias_ulp = finite > 0 ? static_cast<double>(all.signed_ulp_sum) / static_cast<double>(finite)
+                          : std::numeric_limits<double>::quiet_NaN();
   if (measured == 0) {
     if (t.numel > 0) t.abs_error = t.rel_error = t.ulp_distance = nan_stats();
   } else {
@@ -508,6 +528,8 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
   totals.abs_max = all.abs_max;
   totals.rel_max = all.rel_max;
   totals.ulp_max = all.ulp_max;
+  totals.signed_ulp_sum = all.signed_ulp_sum;
+  totals.reference_max_abs = all.reference_max_abs;
   totals.worst_flat = all.worst_flat;
   totals.worst = all.worst;
   if (numel - all.nan_elements > 0) {
@@ -529,7 +551,7 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
     totals.ulp_p99 = u.p99;
     totals.ulp_p999 = u.p999;
   }
-  return accuracy_record(std::move(name), candidate, std::move(totals), "host");
+  return accuracy_record(std::move(name), candidate, std::move(totals), "host", tol);
 }
 
 Result<AccuracyTensor> judge_accuracy(const Contract& contract, std::string_view op,

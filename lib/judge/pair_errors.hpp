@@ -17,6 +17,7 @@
 #include <limits>
 #include <optional>
 
+#include "ws1/accuracy_parts.hpp"
 #include "ws1/judge.hpp"
 #include "ws1/numeric.hpp"
 
@@ -85,19 +86,36 @@ inline std::uint32_t bf16_bits_rne(std::uint32_t f32_bits) {
   return (f32_bits + 0x7fffu + ((f32_bits >> 16) & 1u)) >> 16;
 }
 
-// ulp_distance(c, r, ct) for finite c (already a value of ct) and finite r.
+// The signed ulp distance of finite c (already a value of ct) and finite r: the candidate
+// dtype's steps from r rounded to it (nearest even) to c, positive where c lies above, clamped
+// (accuracy_parts.hpp). Its magnitude is ulp_distance(c, r, ct), before the clamp.
 template <DType CT>
-inline double finite_ulp(float c, float r) {
+inline std::int64_t finite_signed_ulp(float c, float r) {
   const std::uint32_t cb = std::bit_cast<std::uint32_t>(c), rb = std::bit_cast<std::uint32_t>(r);
   if constexpr (CT == DType::kBF16) {
     // c is a widened bf16: its low 16 bits are 0, so to_bf16(c) is its top half.
-    const std::int64_t d = ulp_key(cb >> 16, 0x8000u) - ulp_key(bf16_bits_rne(rb), 0x8000u);
-    return static_cast<double>(d < 0 ? -d : d);
+    return ulp_key(cb >> 16, 0x8000u) - ulp_key(bf16_bits_rne(rb), 0x8000u);
   } else if constexpr (CT == DType::kF32) {
+    return clamp_signed_ulp(ulp_key(cb, 0x8000'0000u) - ulp_key(rb, 0x8000'0000u));
+  } else {
+    // f16: the library's rounding (not a hot path here); c == r only when the distance is 0.
+    const auto d = static_cast<std::int64_t>(ulp_distance(c, r, CT));
+    return c < r ? -d : d;
+  }
+}
+
+// ulp_distance(c, r, ct) for finite c (already a value of ct) and finite r.
+template <DType CT>
+inline double finite_ulp(float c, float r) {
+  if constexpr (CT == DType::kF32) {
+    const std::uint32_t cb = std::bit_cast<std::uint32_t>(c), rb = std::bit_cast<std::uint32_t>(r);
     const std::int64_t d = ulp_key(cb, 0x8000'0000u) - ulp_key(rb, 0x8000'0000u);
+    return static_cast<double>(d < 0 ? -d : d);  // unclamped
+  } else if constexpr (CT == DType::kBF16) {
+    const std::int64_t d = finite_signed_ulp<CT>(c, r);
     return static_cast<double>(d < 0 ? -d : d);
   } else {
-    return ulp_error(c, r, CT);  // f16: the library's rounding (not a hot path here)
+    return ulp_error(c, r, CT);
   }
 }
 
@@ -107,15 +125,23 @@ inline double finite_ulp(float c, float r) {
 //  - rel: rel_error() returns a for a == 0, where a / max(...) is +0 as well (the denominator
 //    is >= 1e-12 > 0); a is never infinite here.
 //  - ulp: finite_ulp() above.
+//  - sulp: finite_signed_ulp() above (the bias's term).
 struct FiniteStats {
   double abs, rel, ulp;
+  std::int64_t sulp;
 };
 
 template <DType CT>
 inline FiniteStats finite_stats(float c, float r) {
   const double cd = c, rd = r;
   const double abs = std::fabs(cd - rd);
-  return {abs, abs / std::max(std::fabs(rd), kRelErrorDenominatorFloor), finite_ulp<CT>(c, r)};
+  const double rel = abs / std::max(std::fabs(rd), kRelErrorDenominatorFloor);
+  if constexpr (CT == DType::kF32) {
+    return {abs, rel, finite_ulp<CT>(c, r), finite_signed_ulp<CT>(c, r)};
+  } else {
+    const std::int64_t d = finite_signed_ulp<CT>(c, r);
+    return {abs, rel, CT == DType::kBF16 ? static_cast<double>(d < 0 ? -d : d) : finite_ulp<CT>(c, r), d};
+  }
 }
 
 // allowed = atol + rtol * |r| for a finite r: the same expression as judge_accuracy()'s and

@@ -84,7 +84,24 @@ Verdict verdict(std::span<const T> tensors) {
 
 }  // namespace
 
-Verdict accuracy_verdict(std::span<const AccuracyTensor> tensors) { return verdict(tensors); }
+Verdict accuracy_verdict(std::span<const AccuracyTensor> tensors) {
+  const Verdict v = verdict(tensors);
+  if (v != Verdict::kGreen) return v;
+  for (const AccuracyTensor& t : tensors)
+    if (t.zeros_pass.value_or(false)) return Verdict::kVacuous;
+  return v;
+}
+
+std::string vacuity_reason(std::span<const AccuracyTensor> tensors) {
+  std::vector<std::string> parts;
+  for (const AccuracyTensor& t : tensors)
+    if (t.zeros_pass.value_or(false))
+      parts.push_back(fmt::format("{} (max |reference| {:.4g})", t.name, t.reference_max_abs.value_or(0.0)));
+  if (parts.empty()) return {};
+  return fmt::format("vacuous: an all-zero candidate passes the row as well at {}; the cell cannot tell "
+                     "a kernel from none (docs/decisions.md D29)",
+                     fmt::join(parts, ", "));
+}
 Verdict bitwise_verdict(std::span<const BitwiseTensor> tensors) { return verdict(tensors); }
 
 std::string accuracy_reason(std::span<const AccuracyTensor> tensors) {

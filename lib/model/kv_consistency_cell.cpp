@@ -92,15 +92,17 @@ Result<Cell> attention_cell(const KvCellInputs& ci, const KvCaseInputs& in, cons
   cell.metrics.push_back({"query_rows", static_cast<double>(in.rows()), std::nullopt, ""});
   cell.metrics.push_back({"bitwise_equal_elements", static_cast<double>(elements - rows.mismatches), std::nullopt, ""});
   cell.metrics.push_back({"bitwise_differing_elements", static_cast<double>(rows.mismatches), std::nullopt, ""});
-  const bool ok = accuracy_verdict(cell.accuracy) == Verdict::kGreen && bitwise_verdict(cell.bitwise) == Verdict::kGreen;
-  cell.verdict = ok ? Verdict::kGreen : Verdict::kRed;
+  const Verdict values = accuracy_verdict(cell.accuracy);
+  const bool ok = values != Verdict::kRed && bitwise_verdict(cell.bitwise) == Verdict::kGreen;
+  cell.verdict = !ok ? Verdict::kRed : values;
+  if (cell.verdict == Verdict::kVacuous) cell.reason = vacuity_reason(cell.accuracy);
   if (!ok) {
     std::string reason = accuracy_reason(cell.accuracy);
     const std::string bits = bitwise_reason(cell.bitwise);
     if (!bits.empty()) reason += (reason.empty() ? "" : "; ") + bits;
     cell.reason = reason;
   } else if (rows.mismatches > 0) {  // within the tolerance, not the same bits: said, not gated
-    cell.reason = summary + " (within the contract's tolerance)";
+    cell.reason += (cell.reason.empty() ? "" : "; ") + summary + " (within the contract's tolerance)";
   }
   return cell;
 }

@@ -33,8 +33,8 @@ std::string direction_word(Judgment j) {
 }
 
 struct Tally {
-  std::vector<const Cell*> green, red, na;
-  std::size_t total() const { return green.size() + red.size() + na.size(); }
+  std::vector<const Cell*> green, red, na, vacuous;
+  std::size_t total() const { return green.size() + red.size() + na.size() + vacuous.size(); }
 };
 
 Tally tally(std::span<const Cell> cells, const std::string& profile, std::string_view op,
@@ -42,7 +42,11 @@ Tally tally(std::span<const Cell> cells, const std::string& profile, std::string
   Tally t;
   for (const Cell& c : cells) {
     if (c.backend.expected != profile || c.op != op || c.judgment != j || c.tier != tier) continue;
-    (c.verdict == Verdict::kGreen ? t.green : c.verdict == Verdict::kRed ? t.red : t.na).push_back(&c);
+    (c.verdict == Verdict::kGreen   ? t.green
+     : c.verdict == Verdict::kRed   ? t.red
+     : c.verdict == Verdict::kVacuous ? t.vacuous
+                                      : t.na)
+        .push_back(&c);
   }
   return t;
 }
@@ -77,7 +81,7 @@ C8Cell row(std::span<const Cell> cells, const std::string& profile, std::string_
   // Upstream's invariance gates run once per op; both tiers carry that result.
   const Tally t = tally(cells, profile, op, j, accuracy ? tier : std::string_view("invariance"));
   const Cell* first = !t.red.empty() ? t.red.front() : !t.green.empty() ? t.green.front()
-                      : !t.na.empty() ? t.na.front() : nullptr;
+                      : !t.vacuous.empty() ? t.vacuous.front() : !t.na.empty() ? t.na.front() : nullptr;
   if (first != nullptr) {
     r.case_id = accuracy ? fmt::format("{}/{}", op, tier)
                          : (first->fixture ? first->fixture->id : fmt::format("{}/invariance", op));
@@ -112,8 +116,17 @@ C8Cell row(std::span<const Cell> cells, const std::string& profile, std::string_
                                       dir, t.green.size(), what_ran(t.green, false))
                         : fmt::format("{} gate passed: bit-identical under {}", dir,
                                       what_ran(t.green, true));
+    if (!t.vacuous.empty())
+      r.detail += fmt::format("; vacuous: {} cell(s), first {}: {}", t.vacuous.size(), t.vacuous.front()->id,
+                              t.vacuous.front()->reason);
     if (!t.na.empty())
       r.detail += fmt::format("; N/A: {} ({})", what_ran(t.na, !accuracy), t.na.front()->reason);
+    return r;
+  }
+  if (!t.vacuous.empty()) {  // passed, but nothing a kernel could fail: not green evidence
+    r.status = "red";
+    r.detail = fmt::format("{} of {} cells vacuous, none green; first {}: {}", t.vacuous.size(), t.total(),
+                           t.vacuous.front()->id, t.vacuous.front()->reason);
     return r;
   }
   r.status = "N/A";

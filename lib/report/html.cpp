@@ -122,13 +122,13 @@ std::string header(const Evidence& e, const HtmlOptions& o, const Summary& sum) 
                                   : "not a git checkout";
   std::string s = fmt::format(
       "<header><h1>{} <span class=\"badge {}\" id=\"verdict\">{}</span></h1>\n"
-      "<p id=\"summary-counts\" data-green=\"{}\" data-red=\"{}\" data-na=\"{}\" data-total=\"{}\">"
-      "<b>{} cells</b>: green {}, red {}, N/A {}</p>\n"
+      "<p id=\"summary-counts\" data-green=\"{}\" data-red=\"{}\" data-na=\"{}\" data-total=\"{}\" "
+      "data-vacuous=\"{}\"><b>{} cells</b>: green {}, red {}, N/A {}, vacuous {} (not green evidence)</p>\n"
       "<p class=\"muted\" id=\"rendered-counts\">(the page's script has not run)</p>\n"
       "<p>contract <code>{}</code> ({}, sha256 <code>{}</code>)<br>workload <code>{}</code> ({}, {})<br>"
       "source {} &middot; {} {} &middot; {} &rarr; {}</p>\n",
-      h(o.title), vclass(v), h(vlabel(v)), sum.green, sum.red, sum.na, sum.total, sum.total, sum.green,
-      sum.red, sum.na, h(e.contract.path), h(e.contract.version), h(e.contract.sha256),
+      h(o.title), vclass(v), h(vlabel(v)), sum.green, sum.red, sum.na, sum.total, sum.vacuous, sum.total,
+      sum.green, sum.red, sum.na, sum.vacuous, h(e.contract.path), h(e.contract.version), h(e.contract.sha256),
       h(e.workload.path), h(e.workload.workload_id), h(e.workload.manifest_version), h(source),
       h(e.tool.name), h(e.tool.version), h(e.started), h(e.finished));
   s += "<nav><a href=\"#stages\">stages</a><a href=\"#matrix\">matrix</a><a href=\"#red\">red cells</a>"

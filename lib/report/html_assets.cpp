@@ -4,14 +4,14 @@
 namespace ws1::report {
 
 const std::string_view kHtmlStyle = R"CSS(
-:root { --green: #2f9e44; --red: #d62828; --na: #adb5bd; --ink: #212529; --muted: #6c757d; }
+:root { --green: #2f9e44; --red: #d62828; --na: #adb5bd; --vacuous: #e8a33d; --ink: #212529; --muted: #6c757d; }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink);
        margin: 0 auto; max-width: 1400px; padding: 12px 20px 40px; }
 h1 { font-size: 22px; margin: 8px 0; } h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #dee2e6; }
 code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12px; }
 .badge { display: inline-block; padding: 1px 10px; border-radius: 4px; color: #fff; font-weight: 600; }
-.badge.v-green { background: var(--green); } .badge.v-red { background: var(--red); } .badge.v-na { background: var(--na); }
+.badge.v-green { background: var(--green); } .badge.v-red { background: var(--red); } .badge.v-na { background: var(--na); } .badge.v-vacuous { background: var(--vacuous); }
 .muted { color: var(--muted); }
 nav a { margin-right: 12px; }
 table { border-collapse: collapse; margin: 6px 0; }
@@ -24,7 +24,7 @@ table.heat th.grp { text-align: center; }
 .sq { display: inline-block; width: 13px; height: 13px; margin: 1px; border-radius: 2px; vertical-align: middle; }
 .sq.param { border-radius: 50%; }
 .v-green.sq, td.s-green { background: var(--green); } .v-red.sq, td.s-red { background: var(--red); }
-.v-na.sq, td.s-na { background: var(--na); }
+.v-na.sq, td.s-na { background: var(--na); } .v-vacuous.sq { background: var(--vacuous); }
 td.s-green, td.s-red, td.s-na { color: #fff; text-align: center; font-size: 11px; }
 body.only-red .sq:not(.v-red) { opacity: .15; }
 body.only-red details.cell:not(.v-red) { display: none; }
@@ -48,7 +48,7 @@ button { font: inherit; padding: 2px 10px; margin-right: 6px; }
 const std::string_view kHtmlScript = R"JS(
 (function () {
   var squares = document.querySelectorAll('#matrix table.heat a.sq');
-  var n = { green: 0, red: 0, na: 0 };
+  var n = { green: 0, red: 0, na: 0, vacuous: 0 };
   for (var i = 0; i < squares.length; i++) {
     var v = squares[i].getAttribute('data-v');
     if (n.hasOwnProperty(v)) n[v]++;
@@ -56,11 +56,12 @@ const std::string_view kHtmlScript = R"JS(
   var out = document.getElementById('rendered-counts');
   if (out) {
     out.textContent = 'rendered: green ' + n.green + ', red ' + n.red + ', N/A ' + n.na +
-                      ' of ' + squares.length + ' squares';
+                      ', vacuous ' + n.vacuous + ' of ' + squares.length + ' squares';
     out.setAttribute('data-green', n.green);
     out.setAttribute('data-red', n.red);
     out.setAttribute('data-na', n.na);
     out.setAttribute('data-total', squares.length);
+    out.setAttribute('data-vacuous', n.vacuous);
   }
   var buttons = document.querySelectorAll('button[data-filter]');
   for (var b = 0; b < buttons.length; b++) {

@@ -102,7 +102,7 @@ std::string junit_xml(const Evidence& e, const JunitOptions& o) {
                            attr("time", fmt::format("{:.3f}", secs(c.id))));
       if (c.verdict == Verdict::kGreen) {
         cases += "/>\n";
-      } else if (c.verdict == Verdict::kNa) {
+      } else if (c.verdict == Verdict::kNa || c.verdict == Verdict::kVacuous) {  // vacuous: not a pass
         ++n.skipped;
         cases += fmt::format(">\n      <skipped{}/>\n    </testcase>\n", attr("message", c.reason));
       } else {

@@ -150,6 +150,9 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
     // (logprob outputs FP32); a value that passes in the wrong dtype is still red.
     if (c->dtype() != d.candidate_dtype) {
       t.comparable = false;
+      t.reference_max_abs.reset();  // not compared: no null candidate either
+      t.zeros_pass.reset();
+      t.bias_ulp.reset();
       t.notes.push_back(fmt::format("candidate dtype {} but the policy requires {}",
                                     dtype_contract_name(c->dtype()),
                                     dtype_contract_name(d.candidate_dtype)));
@@ -162,9 +165,13 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
   spdlog::debug("{}: reference {:.2f} s ({}), candidate {:.2f} s, judges {:.2f} s", cell.id, seconds(t0, t1),
                 cell.reference ? cell.reference->engine : "?", seconds(t1, t2), cell.timing.back().seconds);
   const bool bits_ok = bitwise_verdict(cell.bitwise) == Verdict::kGreen || cell.bitwise.empty();
-  const bool values_ok = accuracy_verdict(cell.accuracy) == Verdict::kGreen ||
-                         (cell.accuracy.empty() && !cell.bitwise.empty());
+  const Verdict values = accuracy_verdict(cell.accuracy);
+  const bool values_ok = values != Verdict::kRed || (cell.accuracy.empty() && !cell.bitwise.empty());
   cell.verdict = problems.empty() && bits_ok && values_ok ? Verdict::kGreen : Verdict::kRed;
+  if (cell.verdict == Verdict::kGreen && values == Verdict::kVacuous) {
+    cell.verdict = Verdict::kVacuous;
+    cell.reason = vacuity_reason(cell.accuracy);
+  }
   if (cell.verdict == Verdict::kRed) {
     std::string reason = accuracy_reason(cell.accuracy);
     if (!cell.bitwise.empty()) {

@@ -112,7 +112,12 @@ class ThroughTheProtocol(unittest.TestCase):
             fwd = [c for c in cells if c["judgment"] == "forward_accuracy"]
             bwd = [c for c in cells if c["judgment"] == "gradient_accuracy"]
             self.assertEqual(len(fwd), 5)
-            self.assertEqual({c["verdict"] for c in fwd}, {"green"})
+            # Green, except where an all-zero candidate passes the row as well (vacuous, D29).
+            self.assertIn("green", {c["verdict"] for c in fwd})
+            self.assertLessEqual({c["verdict"] for c in fwd}, {"green", "vacuous"})
+            for c in fwd:
+                if c["verdict"] == "vacuous":
+                    self.assertTrue(c["reason"].startswith("vacuous: an all-zero candidate passes"), c["reason"])
             for c in fwd:
                 self.assertEqual(c["kernel_id"], "example_numpy.silu.forward.v1 on cpu (numpy)")
                 self.assertTrue(c["id"].startswith("example_numpy/forward_accuracy/silu/"))

@@ -83,7 +83,7 @@ def check_junit(test, path, evidence):
             if verdict == "red":
                 test.assertIsNotNone(failure, name)
                 test.assertTrue(failure.get("message"))
-            elif verdict == "na":
+            elif verdict in ("na", "vacuous"):  # vacuous: not a pass (docs/decisions.md D29)
                 test.assertEqual(skipped.get("message"), reason)
             else:
                 test.assertIsNone(failure)
@@ -95,7 +95,7 @@ def check_junit(test, path, evidence):
     cell_suites = [x for x in root.findall("testsuite") if not x.get("name").endswith(".stages")]
     test.assertEqual(sum(int(x.get("tests")) for x in cell_suites), s["total"])
     test.assertEqual(sum(int(x.get("failures")) for x in cell_suites), s["red"])
-    test.assertEqual(sum(int(x.get("skipped")) for x in cell_suites), s["na"])
+    test.assertEqual(sum(int(x.get("skipped")) for x in cell_suites), s["na"] + s["vacuous"])
     return root
 
 
@@ -104,7 +104,7 @@ class MatrixDom(html.parser.HTMLParser):
 
     def __init__(self):
         super().__init__()
-        self.squares = {"green": 0, "red": 0, "na": 0}
+        self.squares = {"green": 0, "red": 0, "na": 0, "vacuous": 0}
         self.rows = 0
         self.rendered = None
         self.ready = None
@@ -171,7 +171,7 @@ class GateSmoke(unittest.TestCase):
                or any(c["status"] == "red" for c in c8["cells"])
                or re.search(r"(?m)^audit: failed", self.stdout) is not None)
         self.assertEqual(self.rc, 1 if red else 0)
-        self.assertRegex(self.stdout, r"(?m)^gate %s: green \d+, red %d, N/A \d+ of %d cells"
+        self.assertRegex(self.stdout, r"(?m)^gate %s: green \d+, red %d, N/A \d+, vacuous \d+ of %d cells"
                          % ("red" if red else "green", self.evidence["summary"]["red"],
                             self.evidence["summary"]["total"]))
 
@@ -275,16 +275,16 @@ class GateSmoke(unittest.TestCase):
         dom.feed(p.stdout)
         s = self.evidence["summary"]
         self.assertEqual(dom.ready, "1", "the page's script did not run to its end")
-        self.assertEqual(dom.squares, {"green": s["green"], "red": s["red"], "na": s["na"]})
+        self.assertEqual(dom.squares, {"green": s["green"], "red": s["red"], "na": s["na"], "vacuous": s["vacuous"]})
         self.assertEqual(dom.rows, 14)  # one heat-map row per op on the one backend, and the chain
         r = dom.rendered
-        self.assertEqual((int(r["data-green"]), int(r["data-red"]), int(r["data-na"]), int(r["data-total"])),
-                         (s["green"], s["red"], s["na"], s["total"]))
+        self.assertEqual((int(r["data-green"]), int(r["data-red"]), int(r["data-na"]), int(r["data-total"]),
+                          int(r["data-vacuous"])), (s["green"], s["red"], s["na"], s["total"], s["vacuous"]))
 
 
 class GateGreen(unittest.TestCase):
     def test_exit_0_when_every_cell_is_green(self):
-        """Twelve ops (det_gemm's cells are in the full smoke gate above): every cell green or
+        """Twelve ops (det_gemm's cells are in the full smoke gate above): every cell green, vacuous or
         N/A, the audit passes, exit 0, and the outputs agree."""
         ops = [o for o in ("embedding", "rms_norm", "qk_norm", "rope", "attention", "silu", "swiglu",
                            "lm_head", "logp", "batch_invariant_logp", "pack", "linear_logp")]

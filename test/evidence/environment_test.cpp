@@ -207,7 +207,7 @@ TEST_CASE("environment: checkout state of a git repository", "[evidence]") {
 
 TEST_CASE("environment: begin_evidence fills tool, environment, start time", "[evidence]") {
   const ws1::Evidence e = ws1::begin_evidence({"ws1check", "env"});
-  CHECK(e.schema_version == "ws1check-evidence-v5");
+  CHECK(e.schema_version == "ws1check-evidence-v6");
   CHECK(e.tool.name == "ws1check");
   CHECK(e.tool.version == ws1::build_info().version);
   CHECK(e.tool.source_commit == ws1::build_info().source_commit);

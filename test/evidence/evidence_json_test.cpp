@@ -99,7 +99,7 @@ TEST_CASE("evidence: full artifact round-trips through simdjson", "[evidence]") 
   CHECK(keys(doc) == std::vector<std::string>{"schema_version", "tool", "checkout", "command",
                                               "started", "finished", "contract", "workload",
                                               "environment", "cells", "summary", "verdict"});
-  CHECK(str(at(doc, "schema_version")) == "ws1check-evidence-v5");
+  CHECK(str(at(doc, "schema_version")) == "ws1check-evidence-v6");
   element tool = at(doc, "tool");
   CHECK(str(at(tool, "name")) == "ws1check");
   CHECK(str(at(tool, "version")) == e.tool.version);

@@ -52,6 +52,9 @@ Evidence sample_evidence() {
   // |c - r| / allowed = 0.00390625 / 0.070078125, in double.
   acc.worst = WorstElement{{3, 26, 4095}, 1.0078125, 1.00390625, 0.07007812500000001,
                            0.05574136008918617, false};
+  acc.reference_max_abs = 7.25;
+  acc.zeros_pass = false;
+  acc.bias_ulp = -0.125;
   green.accuracy.push_back(acc);
   green.timing = {{"fixture", 0.25}, {"reference", 1.5}, {"candidate", 0.125}, {"judge", 0.0625}};
 

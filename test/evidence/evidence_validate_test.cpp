@@ -49,6 +49,47 @@ TEST_CASE("evidence: judged cells need a fixture and a threshold", "[evidence]")
                   "cells[0].threshold.source", "empty");
 }
 
+TEST_CASE("evidence: a green cell an all-zero candidate passes is vacuous, and only that is", "[evidence][vacuity]") {
+  expect_rejected([](ws1::Evidence& e) { e.cells[0].accuracy[0].zeros_pass = true; }, "cells[0].verdict",
+                  "an all-zero candidate passes (vacuous)");
+  expect_rejected(
+      [](ws1::Evidence& e) {
+        e.cells[0].verdict = ws1::Verdict::kVacuous;
+        e.cells[0].reason = "vacuous: ...";
+      },
+      "cells[0].verdict", "no tensor an all-zero candidate passes");
+  expect_rejected(
+      [](ws1::Evidence& e) {
+        e.cells[0].verdict = ws1::Verdict::kVacuous;
+        e.cells[0].accuracy[0].zeros_pass = true;
+      },
+      "cells[0].reason", "verdict vacuous requires a reason");
+  // A vacuous cell passed: it cannot hold a violation either.
+  expect_rejected(
+      [](ws1::Evidence& e) {
+        e.cells[0].verdict = ws1::Verdict::kVacuous;
+        e.cells[0].reason = "vacuous: y";
+        e.cells[0].accuracy[0].zeros_pass = true;
+        e.cells[0].accuracy[0].violations = 2;
+      },
+      "cells[0].tensors[0].violations", "violations in a green cell");
+  expect_rejected([](ws1::Evidence& e) { e.cells[0].accuracy[0].reference_max_abs = -1.0; },
+                  "cells[0].tensors[0].reference_max_abs", "negative");
+  // The faithful twin: the same edits together are a valid vacuous cell, counted apart.
+  ws1::Evidence e = ws1::test::sample_evidence();
+  e.cells[0].verdict = ws1::Verdict::kVacuous;
+  e.cells[0].reason = "vacuous: y";
+  e.cells[0].accuracy[0].zeros_pass = true;
+  CHECK(ws1::validate(e, "x.json").ok());
+  const ws1::Summary s = ws1::summarize(e.cells);
+  CHECK(s.vacuous == 1);
+  CHECK(s.green + s.red + s.na + s.vacuous == s.total);
+  // Overall: red > green > vacuous > N/A.
+  CHECK(ws1::overall_verdict({0, 0, 3, 1, 4}) == ws1::Verdict::kVacuous);
+  CHECK(ws1::overall_verdict({1, 0, 3, 1, 5}) == ws1::Verdict::kGreen);
+  CHECK(ws1::overall_verdict({1, 1, 3, 1, 6}) == ws1::Verdict::kRed);
+}
+
 TEST_CASE("evidence: a green cell cannot contradict its numbers", "[evidence]") {
   expect_rejected([](ws1::Evidence& e) { e.cells[0].accuracy.clear(); }, "cells[0].tensors",
                   "carries no measurement");
@@ -115,17 +156,19 @@ TEST_CASE("evidence: artifact-level fields are checked", "[evidence]") {
                   "duplicate cell id");
   expect_rejected([](ws1::Evidence& e) { e.cells[0].id.clear(); }, "cells[0].id", "empty");
   expect_rejected([](ws1::Evidence& e) { e.schema_version = "v0"; }, "schema_version",
-                  "ws1check-evidence-v5");
-  // Older versions are valid in the schema (old files), but this build writes only v5: its
-  // documents always carry the v2-v5 fields, so an older label would understate them.
+                  "ws1check-evidence-v6");
+  // Older versions are valid in the schema (old files), but this build writes only v6: its
+  // documents always carry the v2-v6 fields, so an older label would understate them.
   expect_rejected([](ws1::Evidence& e) { e.schema_version = "ws1check-evidence-v1"; },
-                  "schema_version", "is not ws1check-evidence-v5");
+                  "schema_version", "is not ws1check-evidence-v6");
   expect_rejected([](ws1::Evidence& e) { e.schema_version = "ws1check-evidence-v2"; },
-                  "schema_version", "is not ws1check-evidence-v5");
+                  "schema_version", "is not ws1check-evidence-v6");
   expect_rejected([](ws1::Evidence& e) { e.schema_version = "ws1check-evidence-v3"; },
-                  "schema_version", "is not ws1check-evidence-v5");
+                  "schema_version", "is not ws1check-evidence-v6");
   expect_rejected([](ws1::Evidence& e) { e.schema_version = "ws1check-evidence-v4"; },
-                  "schema_version", "is not ws1check-evidence-v5");
+                  "schema_version", "is not ws1check-evidence-v6");
+  expect_rejected([](ws1::Evidence& e) { e.schema_version = "ws1check-evidence-v5"; },
+                  "schema_version", "is not ws1check-evidence-v6");
   expect_rejected([](ws1::Evidence& e) { e.contract.sha256.clear(); }, "contract.sha256", "empty");
   expect_rejected([](ws1::Evidence& e) { e.workload.workload_id.clear(); },
                   "workload.workload_id", "empty");

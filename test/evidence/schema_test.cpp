@@ -135,7 +135,9 @@ std::string join(const std::vector<std::string>& v) {
 // show the conditional requires them of what this build writes.
 const std::set<std::pair<std::string, std::string>> kVersionedKeys = {
     {"#/$defs/cell", "reference"}, {"#/$defs/accuracy_tensor", "statistics_engine"}, {"#/$defs/cell", "timing"},
-    {"#/$defs/accuracy_tensor", "floor_violations"}};
+    {"#/$defs/accuracy_tensor", "floor_violations"}, {"#/$defs/accuracy_tensor", "reference_max_abs"},
+    {"#/$defs/accuracy_tensor", "zeros_pass"},       {"#/$defs/accuracy_tensor", "bias_ulp"},
+    {"#/properties/summary", "vacuous"}};
 
 // Every object schema with properties requires all of them: the writer always emits every
 // key (absent values are explicit nulls), so optional keys would hide a writer bug.
@@ -180,7 +182,7 @@ TEST_CASE("schema: parses, is draft 2020-12, and requires every declared key", "
     versions.push_back(std::string_view(v));
   CHECK(versions == std::vector<std::string_view>{"ws1check-evidence-v1", "ws1check-evidence-v2",
                                                    "ws1check-evidence-v3", "ws1check-evidence-v4",
-                                                   "ws1check-evidence-v5"});
+                                                   "ws1check-evidence-v5", "ws1check-evidence-v6"});
   CHECK(versions.back() == ws1::kEvidenceSchemaVersion);
   check_required_equals_properties(schema, "#");
 }
@@ -245,7 +247,13 @@ TEST_CASE("schema: the walker catches planted defects", "[evidence]") {
       {"bad commit", [](nlohmann::ordered_json& j) { j["checkout"]["commit"] = "HEAD"; }, "$.checkout: matches 0 oneOf"},
       {"bad bits", [](nlohmann::ordered_json& j) { j["cells"][1]["tensors"][0]["first_mismatches"][0]["lhs_bits"] = "0000"; },
        "$.cells[1].tensors[0]: matches 0 oneOf"},
-      // The version conditionals (D23): what v2 to v5 added is required of a v5 document.
+      // The version conditionals (D23): what v2 to v6 added is required of a v6 document.
+      {"v6 without zeros_pass", [](nlohmann::ordered_json& j) { j["cells"][0]["tensors"][0].erase("zeros_pass"); },
+       "$.cells[0].tensors[0]: missing required zeros_pass"},
+      {"v6 without bias_ulp", [](nlohmann::ordered_json& j) { j["cells"][0]["tensors"][0].erase("bias_ulp"); },
+       "$.cells[0].tensors[0]: missing required bias_ulp"},
+      {"v6 without the vacuous count", [](nlohmann::ordered_json& j) { j["summary"].erase("vacuous"); },
+       "$.summary: missing required vacuous"},
       {"v5 without floor_violations", [](nlohmann::ordered_json& j) { j["cells"][0]["tensors"][0].erase("floor_violations"); },
        "$.cells[0].tensors[0]: missing required floor_violations"},
       {"v4 without timing", [](nlohmann::ordered_json& j) { j["cells"][1].erase("timing"); },
@@ -258,7 +266,7 @@ TEST_CASE("schema: the walker catches planted defects", "[evidence]") {
          j["schema_version"] = "ws1check-evidence-v2";
          j["cells"][1].erase("reference");
        }, "$.cells[1]: missing required reference"},
-      {"unknown version", [](nlohmann::ordered_json& j) { j["schema_version"] = "ws1check-evidence-v6"; },
+      {"unknown version", [](nlohmann::ordered_json& j) { j["schema_version"] = "ws1check-evidence-v7"; },
        "$.schema_version: not in the enum"},
   };
   simdjson::dom::parser dp;

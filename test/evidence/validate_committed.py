@@ -143,7 +143,7 @@ def main():
         f"{v3_name} as v4 (no cells[].timing)":
             (relabeled(v3_name, EVIDENCE_PREFIX + "v4"), "'timing' is a required"),
         f"{old_name} with an unknown version":
-            (relabeled(old_name, EVIDENCE_PREFIX + "v6"), "$.schema_version"),
+            (relabeled(old_name, EVIDENCE_PREFIX + "v7"), "$.schema_version"),
         f"{v3_name} as v1 with a malformed reference (shape checked in every version)":
             (relabeled(v3_name, EVIDENCE_PREFIX + "v1", bad_reference), "$.cells[0].reference"),
     }

@@ -64,6 +64,12 @@ void require_same_record(const AccuracyTensor& host, const AccuracyTensor& dev) 
     CHECK(bits(dev.worst->margin) == bits(host.worst->margin));
     CHECK(dev.worst->violates == host.worst->violates);
   }
+  // The null candidates (D29).
+  REQUIRE(dev.reference_max_abs.has_value() == host.reference_max_abs.has_value());
+  if (host.reference_max_abs) CHECK(bits(*dev.reference_max_abs) == bits(*host.reference_max_abs));
+  CHECK(dev.zeros_pass == host.zeros_pass);
+  REQUIRE(dev.bias_ulp.has_value() == host.bias_ulp.has_value());
+  if (host.bias_ulp) CHECK(bits(*dev.bias_ulp) == bits(*host.bias_ulp));
 }
 
 struct Rng {

@@ -165,3 +165,27 @@ TEST_CASE("a red bf16 tensor below the row's bf16 floor says so; a red one above
   CHECK(*tensor_of(*cell, "y").floor_violations == 0);
   CHECK_THAT(cell->reason, !Catch::Contains("floor"));
 }
+
+TEST_CASE("planted defect: attention with its sign flipped is red at unit scale and vacuous, not green, on "
+          "near_zero", "[run][planted][vacuity]") {
+  // o = -attention(q, k, v): tens of thousands of bf16 ulps from the answer. On near_zero every
+  // |o| is far below the row's atol, so the row passes it (green before D29); the null
+  // candidates show the cell cannot fail (vacuous), and the same defect is red on normal.
+  DefectBackend flipped("attention", [](const Tensors& in, const OpContext& ctx) -> Result<Tensors> {
+    auto out = find_op_impl("attention")->cpu_forward(in, ctx);
+    if (!out) return out;
+    for (NamedTensor& t : *out) {
+      if (t.name != "o") continue;
+      auto* bits = t.tensor.data<std::uint16_t>();
+      for (std::int64_t i = 0; i < t.tensor.numel(); ++i) bits[i] ^= 0x8000u;  // the sign bit
+    }
+    return out;
+  });
+  CHECK(run_cell(flipped, "attention", "attention/primary/normal") == Verdict::kRed);
+  CHECK(run_cell(flipped, "attention", "attention/primary/near_zero") == Verdict::kVacuous);
+  // The faithful twin: cpu_bf16 is green where the row can fail, and the near_zero cell is
+  // vacuous for it too (a property of the fixture and the row, not of the candidate).
+  auto cpu = make_cpu_bf16_backend();
+  CHECK(run_cell(*cpu, "attention", "attention/primary/normal") == Verdict::kGreen);
+  CHECK(run_cell(*cpu, "attention", "attention/primary/near_zero") == Verdict::kVacuous);
+}

@@ -61,6 +61,8 @@ struct PairJudgement {
   double abs = 0, rel = 0, ulp = 0;  // 0 for a NaN pair (not part of the statistics)
   double allowed = 0, ratio = 0;
   bool violates = false;
+  // The signed ulp distance (ws1/evidence.hpp's bias_ulp) of a finite pair; 0 otherwise.
+  std::int64_t signed_ulp = 0;
 };
 // `candidate` is bf16, f16 or f32 (c holds a value of that dtype); the tolerance finite and
 // non-negative.
@@ -78,17 +80,29 @@ struct AccuracyTotals {
   float abs_p99 = 0, abs_p999 = 0, rel_p99 = 0, rel_p999 = 0, ulp_p99 = 0, ulp_p999 = 0;
   std::int64_t worst_flat = -1;  // the worst element (judge.hpp's rule); -1 for an empty tensor
   WorstElement worst;            // its index is filled in by accuracy_record()
+  // The null candidates' inputs (ws1/evidence.hpp): the exact sum of the finite pairs' signed
+  // ulp distances (each clamped to +-kSignedUlpClamp), and the largest |reference| without NaN.
+  std::int64_t signed_ulp_sum = 0;
+  float reference_max_abs = 0;
 };
+
+// Each pair's signed ulp distance is clamped to this before the sum (only an f32 candidate can
+// reach it), so the exact int64 sum cannot overflow below 2^32 elements.
+inline constexpr std::int64_t kSignedUlpClamp = std::int64_t{1} << 31;
+inline std::int64_t clamp_signed_ulp(std::int64_t d) {
+  return d > kSignedUlpClamp ? kSignedUlpClamp : d < -kSignedUlpClamp ? -kSignedUlpClamp : d;
+}
 
 // Why the pair cannot be compared element by element, or nothing (judge.hpp lists the cases).
 std::optional<std::string> accuracy_incomparable(const Tensor& candidate, const Tensor& reference,
                                                  const Tolerance& tol);
 
 // The record of a comparable pair: means from the sums, percentiles capped at the max, NaN
-// statistics when no element is measured, the notes on NaNs and infinities. `engine` names
-// where the statistics were computed ("host", "cuda").
+// statistics when no element is measured, the notes on NaNs and infinities, the null
+// candidates' results under `tol`. `engine` names where the statistics were computed ("host",
+// "cuda").
 AccuracyTensor accuracy_record(std::string name, const Tensor& candidate, AccuracyTotals totals,
-                               std::string engine);
+                               std::string engine, const Tolerance& tol);
 
 // ---- the device judge ---------------------------------------------------------------------
 

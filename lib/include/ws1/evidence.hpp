@@ -22,19 +22,23 @@ namespace ws1 {
 // The format this build writes. contracts/evidence.schema.json accepts every version so that an
 // old artifact validates against the version it claims: v1 the original, v2 adds
 // cells[].reference, v3 adds statistics_engine on accuracy tensors (docs/decisions.md D23), v4
-// cells[].timing, v5 floor_violations on accuracy tensors.
+// cells[].timing, v5 floor_violations on accuracy tensors, v6 the verdict "vacuous", the
+// summary's vacuous count and, on accuracy tensors, reference_max_abs, zeros_pass and bias_ulp
+// (docs/decisions.md D29).
 // validate() accepts only this one: it checks what this build writes, not old files.
-inline constexpr std::string_view kEvidenceSchemaVersion = "ws1check-evidence-v5";
+inline constexpr std::string_view kEvidenceSchemaVersion = "ws1check-evidence-v6";
 
 using Dims = std::vector<std::int64_t>;  // a shape or a multi-index (same type as ws1::Shape)
 
-enum class Verdict { kGreen, kRed, kNa };
+// kVacuous: every tensor passed, but a null candidate (all zeros) passes the row as well, so the
+// cell cannot tell a kernel from no kernel: not green evidence (D29).
+enum class Verdict { kGreen, kRed, kNa, kVacuous };
 enum class Direction { kForward, kBackward };
 // How the contract row judges: tolerance (atol/rtol), bitwise (raw bits), or per-metric
 // thresholds (chain parity).
 enum class ThresholdMode { kTolerance, kBitwise, kMetric };
 
-std::string_view verdict_name(Verdict v);           // "green", "red", "na"
+std::string_view verdict_name(Verdict v);           // "green", "red", "na", "vacuous"
 std::string_view judgment_name(Judgment j);         // "forward_accuracy", ..., "chain_parity"
 std::string_view direction_name(Direction d);       // "fwd", "bwd"
 std::string_view threshold_mode_name(ThresholdMode m);  // "tolerance", "bitwise", "metric"
@@ -133,6 +137,17 @@ struct AccuracyTensor {
   // candidate's dtype, is outside the row (the row asks more than that dtype holds there: below
   // its floor). Absent where not judged (a passing tensor, an FP32 candidate, not comparable).
   std::optional<std::int64_t> floor_violations;
+  // The null candidates (D29), for a comparable tensor (absent otherwise):
+  //  - reference_max_abs: the largest |reference| (NaNs left out; +inf where one is infinite);
+  //  - zeros_pass: an all-zero candidate would pass this row (no reference NaN, and 0 is within
+  //    the row of every element: atol + rtol * |r| >= |r|, decided at reference_max_abs, where
+  //    the test is tightest); true makes a passing cell vacuous;
+  //  - bias_ulp: the mean signed ulp distance (the candidate dtype's steps from the reference
+  //    rounded to it, with the sign of candidate - reference) over the finite pairs, each
+  //    clamped to +-2^31; NaN where no pair is finite. A consistent one-ulp shift reads +-1.
+  std::optional<double> reference_max_abs;
+  std::optional<bool> zeros_pass;
+  std::optional<double> bias_ulp;
 };
 
 struct BitMismatch {
@@ -211,7 +226,7 @@ struct Cell {
 };
 
 struct Summary {
-  std::int64_t green = 0, red = 0, na = 0, total = 0;
+  std::int64_t green = 0, red = 0, na = 0, vacuous = 0, total = 0;
 };
 
 struct Evidence {
@@ -227,7 +242,8 @@ struct Evidence {
 };
 
 Summary summarize(std::span<const Cell> cells);
-// Red if any cell is red; else green if any is green; else (no cells, or all N/A) N/A.
+// Red if any cell is red; else green if any is green; else vacuous if any is vacuous; else (no
+// cells, or all N/A) N/A. A gate that must not pass on vacuous cells asks Summary::vacuous.
 Verdict overall_verdict(const Summary& s);
 
 // This binary's identity from build_info().

@@ -98,7 +98,8 @@ BitwiseTensor judge_bitwise(std::string name, const Tensor& lhs, const Tensor& r
 
 // Green when every tensor passed; red when one failed or when there is no tensor at all (a
 // judged cell that measured nothing is not green, and N/A is reserved for rows the contract
-// declares out of scope).
+// declares out of scope). accuracy_verdict() gives vacuous instead of green when an all-zero
+// candidate would pass a tensor as well (AccuracyTensor::zeros_pass).
 Verdict accuracy_verdict(std::span<const AccuracyTensor> tensors);
 Verdict bitwise_verdict(std::span<const BitwiseTensor> tensors);
 // The reason to record with a red verdict: one line naming each failing tensor and its first
@@ -106,6 +107,9 @@ Verdict bitwise_verdict(std::span<const BitwiseTensor> tensors);
 // the verdict is green.
 std::string accuracy_reason(std::span<const AccuracyTensor> tensors);
 std::string bitwise_reason(std::span<const BitwiseTensor> tensors);
+// The reason to record with a vacuous verdict: the tensors an all-zero candidate passes. Empty
+// when there is none.
+std::string vacuity_reason(std::span<const AccuracyTensor> tensors);
 
 // The evidence's record of the contract row a cell was judged by: mode, atol, rtol and the row's
 // json path. Error (naming `contract_file` and the row) when the row declares no tolerance.
