@@ -282,6 +282,22 @@ class GateSmoke(unittest.TestCase):
                           int(r["data-vacuous"])), (s["green"], s["red"], s["na"], s["total"], s["vacuous"]))
 
 
+class GateVacuous(unittest.TestCase):
+    def test_fail_vacuous_fails_the_gate_on_a_vacuous_cell(self):
+        """silu's near_zero cell is vacuous on the smoke workload (an all-zero candidate passes
+        it): the gate stays green by default and says so, and exits 1 under --fail-vacuous."""
+        for flag, want in (([], 0), (["--fail-vacuous"], 1)):
+            with tempfile.TemporaryDirectory() as d:
+                rc, stdout, stderr = run("gate", "--backends", "cpu_bf16", "--ops", "silu", "--workload", SMOKE,
+                                         "--out", d, "-q", *flag, cwd=ROOT)
+                self.assertEqual(rc, want, stdout + stderr)
+                e = load_json(os.path.join(d, "gate.json"))
+                self.assertGreater(e["summary"]["vacuous"], 0)
+                self.assertEqual(e["summary"]["red"], 0)
+                self.assertRegex(stdout, r"(?m)^vacuous: \d+ cell\(s\)")
+                self.assertRegex(stdout, r"(?m)^gate %s: " % ("red" if want else "green"))
+
+
 class GateGreen(unittest.TestCase):
     def test_exit_0_when_every_cell_is_green(self):
         """Twelve ops (det_gemm's cells are in the full smoke gate above): every cell green, vacuous or
