@@ -197,14 +197,17 @@ void WorkerProcess::signal_group(int sig) {
 
 void WorkerProcess::finish(std::chrono::milliseconds grace) {
   close_fd(in_fd_);
-  if (reap_within(grace)) return;
-  signal_group(SIGTERM);
-  if (reap_within(std::chrono::milliseconds(1000))) return;
-  kill();
+  if (!reap_within(grace)) {
+    signal_group(SIGTERM);
+    reap_within(std::chrono::milliseconds(1000));
+  }
+  kill();  // whatever is left of its group
 }
 
 void WorkerProcess::kill() {
-  signal_group(SIGKILL);
+  // The whole group, even when the worker itself is gone: what it started (a wrapper's own
+  // worker) must not outlive it. The group id stays reserved while any member lives.
+  if (pid_ > 0) ::kill(-pid_, SIGKILL);
   reap_within(std::chrono::milliseconds(5000));
   close_fd(in_fd_);
 }

@@ -39,10 +39,10 @@ class WorkerProcess {
   // closed stdout or exited), past kMaxLineBytes, or at the deadline (problem: kTimedOut).
   Result<std::string> read_line(Clock::time_point deadline);
 
-  // Closes the worker's stdin (its cue to exit), waits up to `grace` for it to exit, then
-  // terminates its process group (SIGTERM, then SIGKILL).
+  // Closes the worker's stdin (its cue to exit), waits up to `grace` for it to exit, else
+  // terminates its process group (SIGTERM, then SIGKILL); then kills what is left of the group.
   void finish(std::chrono::milliseconds grace);
-  // Stops the process group at once (SIGKILL).
+  // Stops the process group at once (SIGKILL), the worker itself gone or not.
   void kill();
 
   // "exited with status 3", "killed by signal 9", "still running".

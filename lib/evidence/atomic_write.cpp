@@ -13,8 +13,14 @@
 namespace ws1 {
 namespace {
 
+// A full disk, a quota, a file-size limit or an I/O error is the machine failing, not the input:
+// exit 3 like a missing device. Anything else (a bad path, permissions) is bad input, exit 2.
+bool environment_errno(int err) { return err == ENOSPC || err == EDQUOT || err == EFBIG || err == EIO; }
+
 Error write_error(const std::filesystem::path& path, const std::string& what, int err) {
-  return bad_input(path.string(), "", what + ": " + std::strerror(err));
+  Error e = bad_input(path.string(), "", what + ": " + std::strerror(err));
+  if (environment_errno(err)) e.code = ExitCode::kEnvironment;
+  return e;
 }
 
 // Removes the temporary file unless released (after the rename succeeded).
@@ -95,7 +101,12 @@ Result<std::filesystem::path> write_evidence(const Evidence& e,
   if (!text) return text.error();
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
-  if (ec) return bad_input(out_dir.string(), "", "cannot create the output directory: " + ec.message());
+  if (ec) {
+    Error err = bad_input(out_dir.string(), "", "cannot create the output directory: " + ec.message());
+    const bool errno_value = ec.category() == std::generic_category() || ec.category() == std::system_category();
+    if (errno_value && environment_errno(ec.value())) err.code = ExitCode::kEnvironment;
+    return err;
+  }
   if (!std::filesystem::is_directory(out_dir, ec))
     return bad_input(out_dir.string(), "", "not a directory");
   if (Status s = write_file_atomic(path, *text); !s) return s.error();

@@ -17,6 +17,9 @@ import tempfile
 import time
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from procs import alive  # noqa: E402
+
 WS1CHECK = None
 ROOT = None
 PY = shlex.quote(sys.executable)
@@ -28,15 +31,6 @@ def src(*parts):
 
 def has_numpy():
     return subprocess.run([sys.executable, "-c", "import numpy"], capture_output=True).returncode == 0
-
-
-def alive(pid):
-    """Whether process `pid` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def planted(kind, mode):
