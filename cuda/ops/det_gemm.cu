@@ -64,31 +64,9 @@ int k_shards(const ws1::OpContext& ctx) {
 
 // C = A · B over k in [k_lo, k_lo + k_len) cut into `shards`; C [M][ldc], bf16 (or float with
 // f32_out).
-Problem problem(const bf16* a, std::int64_t lda, Major la, const bf16* b, std::int64_t ldb, Major lb, int M, int N,
-                int K, int k_lo, int k_len, int shards, void* c, std::int64_t ldc, bool f32_out) {
-  Problem q;
-  q.a = a;
-  q.lda = lda;
-  q.la = la;
-  q.b = b;
-  q.ldb = ldb;
-  q.lb = lb;
-  q.M = M;
-  q.N = N;
-  q.K = K;
-  q.k_lo = k_lo;
-  q.k_len = k_len;
-  q.shards = shards;
-  q.c = c;
-  q.ldc = ldc;
-  q.f32_out = f32_out;
-  return q;
-}
-
-// c = A · B with A = a [M][K] (kK) over k in [k_lo, k_lo + k_len) cut into `shards`.
 Problem forward_problem(const bf16* a, std::int64_t lda, const bf16* b, int M, int N, int K, int k_lo, int k_len,
                         int shards, void* c, bool f32_out) {
-  return problem(a, lda, Major::kK, b, N, Major::kMN, M, N, K, k_lo, k_len, shards, c, N, f32_out);
+  return detgemm::product(a, lda, Major::kK, b, N, Major::kMN, M, N, K, k_lo, k_len, shards, c, N, f32_out);
 }
 
 // The forward's launches for the bf16 output (k_shards = t). `scratch`: the tensor-core
@@ -109,7 +87,7 @@ void forward_launches(const DeviceArray<bf16>& a, const DeviceArray<bf16>& b, De
   bool any_wgmma = false;
   std::vector<Problem> parts;
   for (int r = 0; r < t; ++r) {
-    const int ks = detgemm::shard_begin(0, e.K, t, r), L = detgemm::shard_begin(0, e.K, t, r + 1) - ks;
+    const int ks = detgemm::shard_begin(0, e.K, t, 0, r), L = detgemm::shard_begin(0, e.K, t, 0, r + 1) - ks;
     bf16* a_r = a_shards.get() + a_off;
     const Problem p = forward_problem(a_r, L, b.get() + static_cast<std::int64_t>(ks) * e.N, e.M, e.N, L, 0, L, 1,
                                       partials.get() + static_cast<std::int64_t>(r) * e.M * e.N, true);
@@ -123,7 +101,7 @@ void forward_launches(const DeviceArray<bf16>& a, const DeviceArray<bf16>& b, De
     return;
   }
   for (int r = 0; r < t; ++r) {
-    const int ks = detgemm::shard_begin(0, e.K, t, r);
+    const int ks = detgemm::shard_begin(0, e.K, t, 0, r);
     const Problem& p = parts[static_cast<std::size_t>(r)];
     if (p.k_len > 0)
       WS1_CUDA(cudaMemcpy2DAsync(const_cast<bf16*>(p.a), static_cast<std::size_t>(p.k_len) * sizeof(bf16),
@@ -180,11 +158,11 @@ ws1::Result<ws1::Tensors> backward(const ws1::Tensors& in, const ws1::OpContext&
     launch_region("det_gemm.bwd", [&] {
       // da[m, k] = sum over n of dy[m, n] * b[k, n]: A = dy [M][N] (kK), B(n, k) = b[k][n] (kK).
       if (e.M > 0 && e.K > 0)
-        check_status(detgemm::launch_product(problem(dy.get(), e.N, Major::kK, b.get(), e.N, Major::kK, e.M, e.K, e.N,
+        check_status(detgemm::launch_product(detgemm::product(dy.get(), e.N, Major::kK, b.get(), e.N, Major::kK, e.M, e.K, e.N,
                                                      0, e.N, 1, da.get(), e.K, false)));
       // db[k, n] = sum over m of a[m, k] * dy[m, n]: A(k, m) = a[m][k] (kMN), B = dy [M][N] (kMN).
       if (e.K > 0 && e.N > 0)
-        check_status(detgemm::launch_product(problem(a.get(), e.K, Major::kMN, dy.get(), e.N, Major::kMN, e.K, e.N, e.M,
+        check_status(detgemm::launch_product(detgemm::product(a.get(), e.K, Major::kMN, dy.get(), e.N, Major::kMN, e.K, e.N, e.M,
                                                      0, e.M, 1, db.get(), e.N, false)));
     });
     return ws1::Tensors{{"da", download_bf16(da, {e.M, e.K})}, {"db", download_bf16(db, {e.K, e.N})}};

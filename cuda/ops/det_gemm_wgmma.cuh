@@ -76,6 +76,10 @@ struct Problem {
   Major lb = Major::kMN;
   int M = 0, N = 0, K = 0;
   int k_lo = 0, k_len = 0, shards = 1;
+  // 0: [k_lo, k_lo + k_len) cut into `shards` near-equal shards (shard_begin). > 0: shards of
+  // shard_len k each from k_lo, the last one shorter; then shards must be
+  // ceil(k_len / shard_len) (fixed_shards sets both).
+  int shard_len = 0;
   void* c = nullptr;  // bf16 or float [M][ldc]
   std::int64_t ldc = 0;
   bool f32_out = false;
@@ -90,6 +94,28 @@ struct Problem {
   // 8 consecutive columns; no arithmetic changes) where c and ldc are 16-byte aligned.
   bool vec_store = true;
 };
+
+// A product over [k_lo, k_lo + k_len) in `shards` near-equal shards (the other fields default).
+inline Problem product(const bf16* a, std::int64_t lda, Major la, const bf16* b, std::int64_t ldb, Major lb, int M,
+                       int N, int K, int k_lo, int k_len, int shards, void* c, std::int64_t ldc, bool f32_out) {
+  Problem q;
+  q.a = a;
+  q.lda = lda;
+  q.la = la;
+  q.b = b;
+  q.ldb = ldb;
+  q.lb = lb;
+  q.M = M;
+  q.N = N;
+  q.K = K;
+  q.k_lo = k_lo;
+  q.k_len = k_len;
+  q.shards = shards;
+  q.c = c;
+  q.ldc = ldc;
+  q.f32_out = f32_out;
+  return q;
+}
 
 // A failed CUDA call: what failed and its code (cudaSuccess: none).
 struct Status {
@@ -257,8 +283,13 @@ __device__ __forceinline__ void wgmma_step(float (&d)[BN / 2], std::uint64_t da,
     wgmma_m64n256k16<kTransA, kTransB>(d, da, db);
 }
 
-// The bounds of shard r of [k_lo, k_lo + k_len) cut into `shards`.
-__host__ __device__ __forceinline__ int shard_begin(int k_lo, int k_len, int shards, int r) {
+// Where shard r of [k_lo, k_lo + k_len) begins: cut into `shards` near-equal shards, or, with
+// shard_len > 0, into shards of shard_len k (the last one ends at k_lo + k_len).
+__host__ __device__ __forceinline__ int shard_begin(int k_lo, int k_len, int shards, int shard_len, int r) {
+  if (shard_len > 0) {
+    const std::int64_t b = static_cast<std::int64_t>(r) * shard_len;
+    return k_lo + static_cast<int>(b < k_len ? b : k_len);
+  }
   return k_lo + static_cast<int>(static_cast<std::int64_t>(r) * k_len / shards);
 }
 
@@ -277,7 +308,7 @@ struct KernelArgs {
   void* c;
   std::int64_t ldc;
   int M, N;
-  int k_lo, k_len, shards;
+  int k_lo, k_len, shards, shard_len;
   int tiles_m, tiles_n;
   // Shards on separate CTAs (split != 0): work unit u = (tile u / shards, shard u % shards).
   // ws: [tiles][shards][2 halves][kAcc / 4 float4][128 threads] FP32 partials; cnt: [tiles][2]
@@ -344,7 +375,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         tile_coords(t, p.tiles_m, p.tiles_n, tm, tn);
         const int m0 = tm * kBM, n0 = tn * BN;
         for (int r = r_lo; r < r_hi; ++r) {
-          const int ks = shard_begin(p.k_lo, p.k_len, p.shards, r), ke = shard_begin(p.k_lo, p.k_len, p.shards, r + 1);
+          const int ks = shard_begin(p.k_lo, p.k_len, p.shards, p.shard_len, r),
+                    ke = shard_begin(p.k_lo, p.k_len, p.shards, p.shard_len, r + 1);
           for (int k = ks; k < ke; k += kBK, ++it) {
             const int s = it % kStages;
             const unsigned phase = static_cast<unsigned>(it / kStages) & 1u;
@@ -394,7 +426,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       // the other's arithmetic is the same either way.
       const bool active = tm * kBM + c * 64 < p.M;
       for (int r = r_lo; r < r_hi; ++r) {
-        const int ks = shard_begin(p.k_lo, p.k_len, p.shards, r), ke = shard_begin(p.k_lo, p.k_len, p.shards, r + 1);
+        const int ks = shard_begin(p.k_lo, p.k_len, p.shards, p.shard_len, r),
+                    ke = shard_begin(p.k_lo, p.k_len, p.shards, p.shard_len, r + 1);
         if (!active) {  // keep the ring going: wait for each block, release it at once
           for (int k = ks; k < ke; k += kBK, ++it) {
             const int s = it % kStages;
@@ -662,7 +695,8 @@ __global__ void __launch_bounds__(kFbThreads, 1)
   const int m0 = static_cast<int>(blockIdx.x) * kFbTile, n0 = static_cast<int>(blockIdx.y) * kFbTile;
   float total[16], acc[16];
   for (int r = 0; r < p.shards; ++r) {
-    const int ks = shard_begin(p.k_lo, p.k_len, p.shards, r), ke = shard_begin(p.k_lo, p.k_len, p.shards, r + 1);
+    const int ks = shard_begin(p.k_lo, p.k_len, p.shards, p.shard_len, r),
+                    ke = shard_begin(p.k_lo, p.k_len, p.shards, p.shard_len, r + 1);
 #pragma unroll
     for (int e = 0; e < 16; ++e) acc[e] = 0.0f;
     for (int k0 = ks; k0 < ke; k0 += kFbK) {
@@ -702,8 +736,10 @@ __global__ void __launch_bounds__(kFbThreads, 1)
   }
 }
 
-// c[i] = bf16(p[0][i] + p[1][i] + ...), the adds in shard order.
-__global__ void fold_kernel(const float* __restrict__ partials, int shards, std::int64_t n, bf16* __restrict__ c) {
+// c[i] = bf16(p[0][i] + p[1][i] + ...), the adds in shard order. (A template, so that several
+// translation units may include this header: Out is bf16.)
+template <class Out>
+__global__ void fold_kernel(const float* __restrict__ partials, int shards, std::int64_t n, Out* __restrict__ c) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     float t = partials[i];
@@ -724,8 +760,10 @@ inline bool tma_operands_ok(const Problem& q) {
 // shard's length is a positive multiple of 16 except that the last may end at K (zeros beyond).
 inline bool wgmma_applies(const Problem& q) {
   if (!tma_operands_ok(q) || q.shards < 1 || q.k_len <= 0) return false;
+  if (q.shard_len > 0 && q.shards != (q.k_len + q.shard_len - 1) / q.shard_len) return false;
   for (int r = 0; r < q.shards; ++r) {
-    const int ks = shard_begin(q.k_lo, q.k_len, q.shards, r), ke = shard_begin(q.k_lo, q.k_len, q.shards, r + 1);
+    const int ks = shard_begin(q.k_lo, q.k_len, q.shards, q.shard_len, r),
+              ke = shard_begin(q.k_lo, q.k_len, q.shards, q.shard_len, r + 1);
     if (ke - ks <= 0) return false;
     if ((ke - ks) % 16 != 0 && !(r == q.shards - 1 && ke == q.K)) return false;
   }
@@ -776,7 +814,7 @@ inline int sm_count() {
 }
 
 inline KernelArgs kernel_args(const Problem& q, int tile_m, int tile_n) {
-  return KernelArgs{q.scratch, q.c, q.ldc, q.M, q.N, q.k_lo, q.k_len, q.shards, (q.M + tile_m - 1) / tile_m,
+  return KernelArgs{q.scratch, q.c, q.ldc, q.M, q.N, q.k_lo, q.k_len, q.shards, q.shard_len, (q.M + tile_m - 1) / tile_m,
                     (q.N + tile_n - 1) / tile_n, 0, nullptr, nullptr,
                     q.vec_store && !q.f32_out && q.ldc % 8 == 0 && reinterpret_cast<std::uintptr_t>(q.c) % 16 == 0};
 }
@@ -910,7 +948,7 @@ inline Status launch_fallback(const Problem& q) {
 inline Status launch_fold(const float* partials, int shards, std::int64_t n, bf16* c) {
   if (n == 0) return {};
   const std::int64_t blocks = (n + 255) / 256;
-  fold_kernel<<<static_cast<unsigned>(blocks < 65536 ? blocks : 65536), 256>>>(partials, shards, n, c);
+  fold_kernel<bf16><<<static_cast<unsigned>(blocks < 65536 ? blocks : 65536), 256>>>(partials, shards, n, c);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return {e, "fold_kernel launch"};
   return {};

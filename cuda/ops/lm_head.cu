@@ -4,20 +4,23 @@
 // whose leading dims are the rows, outputs in the same shapes, the same input checks
 // (lm_head_inputs).
 //
-// Kernels: the tile GEMM of gemm_tiles.cuh (mma_gemm_kernel: bf16 tensor-core mma.sync,
-// FP32 accumulators, 128 x 128 tiles of 256 threads, K in 32-wide slices through a 4-stage
-// cp.async pipeline), once per product: NT for the logits, NN for dhidden, TN for dweight.
-// K order, every output element: k in 16-wide mma steps in increasing k, each step added to one
-// FP32 accumulator; the one block that owns a tile reduces its whole K (no split-K, no atomics),
-// rounded once to bf16 at the store. A row of logits / dhidden depends on that row's hidden /
-// dy only (batch-invariant); dweight sums over the rows of the call in increasing row order in
-// 16-row mma steps (deterministic; it depends on the rows by definition).
-// Not bit-equal to cpu_bf16 (32-wide fma chunks folded in FP32): the tensor core sums each
-// 16-product step in its own order. Both are FP32 accumulations judged against the reference.
+// Kernels: det_gemm's products (det_gemm_wgmma.cuh): on Hopper the persistent wgmma/TMA
+// kernel; where TMA cannot take the operands (a row stride not a multiple of 8 elements) the
+// CUDA-core kernel, by the same rules. K order, every output element: FP32 from zero over k in
+// 16-wide steps in increasing k (the tensor core sums each step's products in its own order;
+// the CUDA-core kernel is a plain fma chain); a K above kLongK in shards of kPromoteK k, each
+// from zero, the shard sums added in FP32 (round to nearest) in increasing k; rounded once to
+// bf16 at the store. The one CTA that owns a tile reduces its whole K (no split-K across CTAs,
+// no atomics). The kernel is chosen by the operands' layout and alignment, never by T: a row
+// of logits / dhidden depends on that row's hidden / dy only (batch-invariant); dweight sums
+// over the rows of the call in increasing row order (deterministic; it depends on the rows by
+// definition; shards above kLongK rows).
+// Not bit-equal to cpu_bf16 (32-wide fma chunks folded in FP32). Both are FP32 accumulations
+// judged against the reference.
 #include <climits>
 #include <string>
 
-#include "gemm_tiles.cuh"
+#include "det_gemm_wgmma.cuh"
 #include "lm_head.hpp"
 #include "op_support.hpp"
 #include "registry.hpp"
@@ -28,7 +31,29 @@ namespace ws1cuda {
 namespace {
 
 constexpr std::string_view kOp = "lm_head";
-using gemm::Major;
+using detgemm::Major;
+
+// The tensor core's FP32 accumulation drops low bits at each k16 step (it does not round to
+// nearest); over the vocabulary (dhidden, K = 151936) one accumulator came out 5x further from
+// the FP32 reference than cpu_bf16 on the H200 (docs/gpu-runs.md). A reduction longer than
+// kLongK therefore runs in shards of kPromoteK k, each from zero, the shard sums added with
+// round-to-nearest FP32 adds in increasing k; the order depends on K alone.
+constexpr int kLongK = 16384, kPromoteK = 512;
+
+// C[M,N] (bf16, row stride N) = A · B over K (det_gemm_wgmma.cuh).
+void lm_gemm(const bf16* a, std::int64_t lda, Major la, const bf16* b, std::int64_t ldb, Major lb, int M, int N, int K,
+             bf16* c) {
+  if (M == 0 || N == 0) return;
+  detgemm::Problem q = detgemm::product(a, lda, la, b, ldb, lb, M, N, K, 0, K, 1, c, N, false);
+  if (K > kLongK) {
+    q.shard_len = kPromoteK;
+    q.shards = (K + kPromoteK - 1) / kPromoteK;
+    q.split = 0;  // the shards of a tile on one CTA: the tiles fill the machine at these widths
+  }
+  DeviceArray<float> scratch(detgemm::scratch_floats(q));  // the n256 tiles' running shard total
+  q.scratch = scratch.get();
+  if (const detgemm::Status s = detgemm::launch_product(q); !s) check(s.error, s.what);
+}
 
 // The kernels index with 32-bit rows, columns and k.
 void require_int_extents(const ws1::ops::LmHeadInputs& x) {
@@ -47,9 +72,8 @@ ws1::Result<ws1::Tensors> forward(const ws1::Tensors& in, const ws1::OpContext&)
     const DeviceArray<bf16> hidden = upload_bf16(x.hidden), weight = upload_bf16(x.weight);
     DeviceArray<bf16> logits = poisoned<bf16>(static_cast<std::size_t>(x.rows * x.vocab));
     launch_region("lm_head.fwd", [&] {
-      gemm::launch_mma_gemm<Major::kK, Major::kK>(gemm::make_operand(hidden.get(), H),
-                                                  gemm::make_operand(weight.get(), H), T, V, H,
-                                                  gemm::StoreBf16{logits.get(), T, V}, "mma_gemm_bf16_nt");
+      // logits[t, v] = sum over h of hidden[t, h] * weight[v, h]: A = hidden [T][H], B(h, v) = weight[v][h].
+      lm_gemm(hidden.get(), H, Major::kK, weight.get(), H, Major::kK, T, V, H, logits.get());
     });
     return ws1::Tensors{{"logits", download_bf16(logits, x.logits_shape)}};
   });
@@ -65,13 +89,9 @@ ws1::Result<ws1::Tensors> backward(const ws1::Tensors& in, const ws1::OpContext&
     DeviceArray<bf16> dweight = poisoned<bf16>(static_cast<std::size_t>(x.vocab * x.width));
     launch_region("lm_head.bwd", [&] {
       // dhidden[t, h] = sum over v of dy[t, v] * weight[v, h]: A = dy [T][V], B = weight [V][H].
-      gemm::launch_mma_gemm<Major::kK, Major::kMN>(gemm::make_operand(dy.get(), V),
-                                                   gemm::make_operand(weight.get(), H), T, H, V,
-                                                   gemm::StoreBf16{dhidden.get(), T, H}, "mma_gemm_bf16_nn");
+      lm_gemm(dy.get(), V, Major::kK, weight.get(), H, Major::kMN, T, H, V, dhidden.get());
       // dweight[v, h] = sum over t of dy[t, v] * hidden[t, h]: A = dyᵀ (dy is [T][V]), B = hidden [T][H].
-      gemm::launch_mma_gemm<Major::kMN, Major::kMN>(gemm::make_operand(dy.get(), V),
-                                                    gemm::make_operand(hidden.get(), H), V, H, T,
-                                                    gemm::StoreBf16{dweight.get(), V, H}, "mma_gemm_bf16_tn");
+      lm_gemm(dy.get(), V, Major::kMN, hidden.get(), H, Major::kMN, V, H, T, dweight.get());
     });
     return ws1::Tensors{{"dhidden", download_bf16(dhidden, x.hidden.shape())},
                         {"dweight", download_bf16(dweight, x.weight.shape())}};
@@ -81,7 +101,10 @@ ws1::Result<ws1::Tensors> backward(const ws1::Tensors& in, const ws1::OpContext&
 }  // namespace
 
 const CudaOp& lm_head_cuda() {
-  static const CudaOp op{kOp, forward, backward, "mma_gemm_bf16_nt", "mma_gemm_bf16_nn,mma_gemm_bf16_tn"};
+  static const CudaOp op{kOp, forward, backward,
+                         "cuda_bf16.lm_head.wgmma_tma.v1:wgmma_gemm_kernel_nt[128x256x64s4,st16],fallback_gemm_kernel_fp32",
+                         "cuda_bf16.lm_head.wgmma_tma.v1:wgmma_gemm_kernel_nn[128x128x64s6,st16],"
+                         "wgmma_gemm_kernel_tn[128x256x64s4,st16],fallback_gemm_kernel_fp32"};
   return op;
 }
 
