@@ -284,6 +284,7 @@ int run_bench(const BenchOptions& o) {
                          {"ratio_to_cublas", ratio}});
   }
   if (!o.out.empty()) {
+    if (auto made = ws1::make_out_dir(o.out); !made) return report(made.error());
     auto st = ws1::write_file_atomic(std::filesystem::path(o.out) / "bench-cuda_bf16.json", j.dump(2) + "\n");
     if (!st) return report(st.error());
   }

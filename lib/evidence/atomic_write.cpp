@@ -89,6 +89,19 @@ Status write_file_atomic(const std::filesystem::path& path, std::string_view con
   return {};
 }
 
+Status make_out_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    Error err = bad_input(dir.string(), "", "cannot create the output directory: " + ec.message());
+    const bool errno_value = ec.category() == std::generic_category() || ec.category() == std::system_category();
+    if (errno_value && environment_errno(ec.value())) err.code = ExitCode::kEnvironment;
+    return err;
+  }
+  if (!std::filesystem::is_directory(dir, ec)) return bad_input(dir.string(), "", "not a directory");
+  return {};
+}
+
 Result<std::filesystem::path> write_evidence(const Evidence& e,
                                              const std::filesystem::path& out_dir,
                                              std::string_view name) {
@@ -99,16 +112,7 @@ Result<std::filesystem::path> write_evidence(const Evidence& e,
   const std::filesystem::path path = out_dir / (std::string(name) + ".json");
   Result<std::string> text = evidence_json(e, path.string());
   if (!text) return text.error();
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) {
-    Error err = bad_input(out_dir.string(), "", "cannot create the output directory: " + ec.message());
-    const bool errno_value = ec.category() == std::generic_category() || ec.category() == std::system_category();
-    if (errno_value && environment_errno(ec.value())) err.code = ExitCode::kEnvironment;
-    return err;
-  }
-  if (!std::filesystem::is_directory(out_dir, ec))
-    return bad_input(out_dir.string(), "", "not a directory");
+  if (Status s = make_out_dir(out_dir); !s) return s.error();
   if (Status s = write_file_atomic(path, *text); !s) return s.error();
   return path;
 }

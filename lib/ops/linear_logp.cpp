@@ -218,7 +218,7 @@ class LinearLogp final : public Op {
   LinearLogp() : Op(*find_op("linear_logp")) {}
   std::vector<TensorDecl> outputs() const override { return {{"logp", DType::kF32}}; }
   // Backward recomputes the logits (they are never stored): one more forward product.
-  OpWork work(const Tensors& in, bool backward) const override { return projection_work(in, backward, 1); }
+  OpWork work(const Tensors& in, bool backward) const override { return projection_work(in, backward); }
   std::vector<TensorDecl> gradients() const override {
     return {{"dhidden", DType::kBF16}, {"dweight", DType::kBF16}};
   }

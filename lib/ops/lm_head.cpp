@@ -87,7 +87,7 @@ class LmHead final : public Op {
  public:
   LmHead() : Op(*find_op("lm_head")) {}
   std::vector<TensorDecl> outputs() const override { return {{"logits", DType::kBF16}}; }
-  OpWork work(const Tensors& in, bool backward) const override { return projection_work(in, backward, 0); }
+  OpWork work(const Tensors& in, bool backward) const override { return projection_work(in, backward); }
   std::vector<TensorDecl> gradients() const override {
     return {{"dhidden", DType::kBF16}, {"dweight", DType::kBF16}};
   }

@@ -27,16 +27,18 @@ const Tensor& input(const Tensors& in, std::string_view op, std::string_view nam
   return *t;
 }
 
-OpWork projection_work(const Tensors& in, bool backward, int recomputed) {
+OpWork projection_work(const Tensors& in, bool backward) {
   const Tensor* h = find_tensor(in, "hidden");
   const Tensor* w = find_tensor(in, "weight");
   if (h == nullptr || w == nullptr || h->dim() < 1 || w->dim() != 2 || h->shape().back() != w->shape()[1] ||
       w->shape()[1] == 0)
     return {};
   const std::int64_t hid = w->shape()[1], v = w->shape()[0], t = h->numel() / hid;
-  OpWork work{{{t, v, hid}}, 0.0};
-  if (!backward) return work;
-  for (int i = 0; i < recomputed; ++i) work.gemms.push_back({t, v, hid});
+  OpWork work;
+  if (!backward) {
+    work.gemms.push_back({t, v, hid});  // logits = hidden · Wᵀ
+    return work;
+  }
   work.gemms.push_back({t, hid, v});  // dhidden = dlogits · W
   work.gemms.push_back({v, hid, t});  // dweight = dlogitsᵀ · hidden
   return work;

@@ -27,10 +27,11 @@ const Tensor& input(const Tensors& in, std::string_view op, std::string_view nam
 // Fails unless `cond`, saying `problem` about `op`'s tensor `name`.
 void require(bool cond, std::string_view op, std::string_view name, const std::string& problem);
 
-// Work of `hidden [.., H] @ weight [V, H]ᵀ` (lm_head, linear_logp) for Op::work: the forward
-// product, and in backward dhidden and dweight plus `recomputed` more forward products
-// (linear_logp recomputes its logits). {} when the tensors do not have those shapes.
-OpWork projection_work(const Tensors& in, bool backward, int recomputed);
+// Work of `hidden [.., H] @ weight [V, H]ᵀ` (lm_head, linear_logp) for Op::work: forward, the
+// logits product; backward, dhidden and dweight only (dy is an input; logits a kernel
+// recomputes are its own cost, not work the result needs, so cuBLAS on the same shapes is
+// the two GEMMs the backward replaces). {} when the tensors do not have those shapes.
+OpWork projection_work(const Tensors& in, bool backward);
 
 // Runs `body` and converts an OpInputError (or std::logic_error from the tensor layer)
 // into an Error naming the op.

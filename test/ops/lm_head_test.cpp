@@ -263,6 +263,21 @@ TEST_CASE("lm_head refuses inputs that do not fit", "[ops][lm_head]") {
             .find("lm_head: dy.logits: missing input") != std::string::npos);
 }
 
+// The bench's roofline and cuBLAS ratio (ws1check bench) time cuBLAS on these shapes: the
+// products the result needs, never the forward inside a backward (dy is an input).
+TEST_CASE("lm_head work: the logits product forward, dhidden and dweight backward", "[ops][lm_head]") {
+  const Tensors in = {{"hidden", Tensor(DType::kBF16, {2, 3, 64})}, {"weight", Tensor(DType::kBF16, {10, 64})}};
+  const OpWork fwd = op().work(in, false), bwd = op().work(in, true);
+  REQUIRE(fwd.gemms.size() == 1);
+  CHECK((fwd.gemms[0].m == 6 && fwd.gemms[0].n == 10 && fwd.gemms[0].k == 64));
+  REQUIRE(bwd.gemms.size() == 2);
+  CHECK((bwd.gemms[0].m == 6 && bwd.gemms[0].n == 64 && bwd.gemms[0].k == 10));   // dhidden = dy · W
+  CHECK((bwd.gemms[1].m == 10 && bwd.gemms[1].n == 64 && bwd.gemms[1].k == 6));   // dweight = dyᵀ · hidden
+  CHECK(bwd.flops() == 2.0 * 2.0 * 6 * 10 * 64);
+  CHECK(op().work({{"hidden", Tensor(DType::kBF16, {4, 63})}, {"weight", Tensor(DType::kBF16, {10, 64})}}, true)
+            .gemms.empty());
+}
+
 // PLANTED DEFECT: the dot product accumulated in bf16 (the running total rounded to bf16 after
 // every 32-element FP32 chunk: 128 roundings at H = 4096). Judged with the contract's bf16
 // forward row against the FP32 reference.

@@ -272,6 +272,10 @@ std::string evidence_context_json(const Evidence& e);
 // error names the path.
 Status write_file_atomic(const std::filesystem::path& path, std::string_view content);
 
+// Creates the output directory `dir` (and its parents) unless it exists; an error names it
+// (exit 3 for a full disk or an I/O error, exit 2 otherwise, as write_file_atomic).
+Status make_out_dir(const std::filesystem::path& dir);
+
 // Validates, then writes `<out_dir>/<name>.json` atomically, creating out_dir if needed.
 // Returns the path written.
 Result<std::filesystem::path> write_evidence(const Evidence& e,
