@@ -2,6 +2,9 @@
 
 #include <fmt/core.h>
 
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
 #include "ws1/build_info.hpp"
 
 namespace ws1cli {
@@ -19,10 +22,41 @@ std::vector<std::string>& argv_store() {
   static std::vector<std::string> argv;
   return argv;
 }
+
+std::string version_line() {
+  const auto& b = ws1::build_info();
+  return fmt::format("ws1check {} (source {} {}, {}, {}, cuda {})", b.version, b.source_commit,
+                     b.source_state, b.compiler, b.build_type, b.cuda ? "yes" : "no");
+}
 }  // namespace
 
 void set_cli_argv(int argc, char** argv) { argv_store().assign(argv, argv + argc); }
 const std::vector<std::string>& cli_argv() { return argv_store(); }
+
+std::vector<Command> build_cli(CLI::App& app, GlobalOptions& global) {
+  app.description("ws1check: judges BF16 kernels against the WS1 precision standard");
+  app.require_subcommand(1);
+  // Usage errors read like every other error: one "ws1check: error:" line, then the hint.
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    return "ws1check: error: " + CLI::FailureMessage::simple(a, e);
+  });
+  app.set_version_flag("--version", version_line());
+  app.add_flag("-v,--verbose", global.verbose, "more log output on stderr (repeatable)");
+  app.add_flag("-q,--quiet", global.quiet, "only errors on stderr");
+
+  std::vector<Command> commands;
+  commands.push_back(register_env(app));
+  commands.push_back(register_fixtures(app));
+  commands.push_back(register_accuracy(app));
+  commands.push_back(register_invariance(app));
+  commands.push_back(register_gate(app));
+  commands.push_back(register_ops(app));
+  commands.push_back(register_audit(app));
+  commands.push_back(register_worker(app));
+  commands.push_back(register_bench(app));
+  commands.push_back(register_parity(app));
+  return commands;
+}
 
 int exit_code(ws1::ExitCode code) { return static_cast<int>(code); }
 

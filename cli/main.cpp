@@ -8,7 +8,6 @@
 
 #include "commands.hpp"
 #include "common.hpp"
-#include "ws1/build_info.hpp"
 
 namespace {
 
@@ -22,40 +21,13 @@ void setup_logging(int verbose, bool quiet) {
                                          : spdlog::level::info);
 }
 
-std::string version_line() {
-  const auto& b = ws1::build_info();
-  return fmt::format("ws1check {} (source {} {}, {}, {}, cuda {})", b.version, b.source_commit,
-                     b.source_state, b.compiler, b.build_type, b.cuda ? "yes" : "no");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   ws1cli::set_cli_argv(argc, argv);
-  CLI::App app{"ws1check: judges BF16 kernels against the WS1 precision standard"};
-  app.require_subcommand(1);
-  // Usage errors read like every other error: one "ws1check: error:" line, then the hint.
-  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
-    return "ws1check: error: " + CLI::FailureMessage::simple(a, e);
-  });
-  app.set_version_flag("--version", version_line());
-  int verbose = 0;
-  bool quiet = false;
-  app.add_flag("-v,--verbose", verbose, "more log output on stderr (repeatable)");
-  app.add_flag("-q,--quiet", quiet, "only errors on stderr");
-
-  std::vector<ws1cli::Command> commands;
-  commands.push_back(ws1cli::register_env(app));
-  commands.push_back(ws1cli::register_fixtures(app));
-  commands.push_back(ws1cli::register_accuracy(app));
-  commands.push_back(ws1cli::register_invariance(app));
-  commands.push_back(ws1cli::register_gate(app));
-  commands.push_back(ws1cli::register_ops(app));
-  commands.push_back(ws1cli::register_audit(app));
-  commands.push_back(ws1cli::register_worker(app));
-  commands.push_back(ws1cli::register_bench(app));
-  commands.push_back(ws1cli::register_parity(app));
-
+  CLI::App app;
+  ws1cli::GlobalOptions global;
+  std::vector<ws1cli::Command> commands = ws1cli::build_cli(app, global);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -63,7 +35,7 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : ws1cli::exit_code(ws1::ExitCode::kBadInput);
   }
-  setup_logging(verbose, quiet);
+  setup_logging(global.verbose, global.quiet);
   try {
     for (auto& c : commands)
       if (c.app->parsed()) return c.action();

@@ -220,8 +220,8 @@ Result<LogprobPairs> read_logprob_pairs(const std::string& spec) {
 
 std::vector<NamedTensor> logprob_pair_tensors(const LogprobPairs& p) {
   std::vector<NamedTensor> t = {{"lhs", f32_tensor(p.lhs)}, {"rhs", f32_tensor(p.rhs)}};
-  if (!p.sequence.empty()) t.emplace_back("sequence", i64_tensor(p.sequence));
-  if (!p.position.empty()) t.emplace_back("position", i64_tensor(p.position));
+  if (!p.sequence.empty()) t.push_back(NamedTensor{"sequence", i64_tensor(p.sequence)});
+  if (!p.position.empty()) t.push_back(NamedTensor{"position", i64_tensor(p.position)});
   return t;
 }
 

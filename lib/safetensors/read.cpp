@@ -137,7 +137,7 @@ Result<SafetensorsFile> read_safetensors(const std::filesystem::path& path) {
         return in->read_at(index->data_start + e.begin, out);
       });
       if (!t) return t.error();
-      file.tensors.emplace_back(e.name, std::move(*t));
+      file.tensors.push_back(NamedTensor{e.name, std::move(*t)});
     }
     return file;
   } catch (const std::exception& e) {
@@ -167,7 +167,7 @@ Result<SafetensorsFile> parse_safetensors(std::span<const std::byte> bytes,
         return {};
       });
       if (!t) return t.error();
-      file.tensors.emplace_back(e.name, std::move(*t));
+      file.tensors.push_back(NamedTensor{e.name, std::move(*t)});
     }
     return file;
   } catch (const std::exception& e) {
