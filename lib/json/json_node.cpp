@@ -223,8 +223,10 @@ std::vector<std::string> Node::str_list() const {
 
 Node parse_document(simdjson::dom::parser& parser, std::string_view text, const std::string& file) {
   simdjson::dom::element root;
-  // realloc_if_needed: the parser copies `text` into its own padded buffer.
-  if (auto err = parser.parse(text.data(), text.size(), true).get(root))
+  // realloc_if_needed: the parser copies `text` into its own padded buffer (with memcpy, so
+  // never from a null pointer: an empty view may have one).
+  const char* bytes = text.empty() ? "" : text.data();
+  if (auto err = parser.parse(bytes, text.size(), true).get(root))
     throw Failure{bad_input(file, std::string(kRootPath),
                             std::string("not valid JSON: ") + simdjson::error_message(err))};
   Node node(root, std::string(kRootPath), &file);
