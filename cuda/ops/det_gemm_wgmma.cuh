@@ -78,7 +78,7 @@ struct Problem {
   int k_lo = 0, k_len = 0, shards = 1;
   // 0: [k_lo, k_lo + k_len) cut into `shards` near-equal shards (shard_begin). > 0: shards of
   // shard_len k each from k_lo, the last one shorter; then shards must be
-  // ceil(k_len / shard_len) (fixed_shards sets both).
+  // ceil(k_len / shard_len) (the caller sets both; wgmma_applies refuses other counts).
   int shard_len = 0;
   void* c = nullptr;  // bf16 or float [M][ldc]
   std::int64_t ldc = 0;
