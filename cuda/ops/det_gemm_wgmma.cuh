@@ -16,10 +16,10 @@
 // round-to-nearest adds), and the total is written once: rounded to bf16 (RNE) or as FP32.
 //
 // Kernel wgmma_gemm_kernel (sm_90a): a persistent grid (one CTA per SM) walks the output tiles
-// (128 rows x kBN columns, kBN 128 or 256: bn_for, by the layouts only) in a fixed
+// (128 rows x kBN columns, kBN 128 or 256 by the layouts, 64 for a decode-sized forward: bn_for) in a fixed
 // grouped order; a CTA is 3 warpgroups: warpgroup 0 is the producer (one thread issues the TMA
 // loads, cp.async.bulk.tensor, into a ring of 64-deep K blocks in 128-byte-swizzled shared
-// memory: 6 stages of 32 KiB for n128, 4 of 48 KiB for n256; each stage guarded by a full and an
+// memory: 8 stages of 24 KiB for n64, 6 of 32 KiB for n128, 4 of 48 KiB for n256; each stage guarded by a full and an
 // empty mbarrier), warpgroups 1 and 2 are consumers (setmaxnreg 232; the producer drops to 40),
 // each owning 64 rows of the tile: per K block it issues up to four wgmma.m64nBNk16 (bf16 x bf16
 // -> FP32 registers; A and B from shared memory, either majorness through the descriptors'
@@ -31,7 +31,7 @@
 // per-CTA slot of global scratch (128 x 256 floats, L2-resident, each thread writing and reading
 // back only its own elements), total = slot + acc after each shard r >= 1. A consumer warpgroup
 // whose 64 rows all lie past M issues no wgmma (it only keeps the ring going).
-// Shards on separate CTAs (n128 tiles; split_for: where the tiles alone would leave SMs idle): a work unit
+// Shards on separate CTAs (n64 and n128 tiles; split_for: where the tiles alone would leave SMs idle): a work unit
 // is one shard of one tile, the shards of a tile adjacent in the unit order; each unit sums its
 // shard exactly as above (from zero, the same k16 steps) into FP32 registers and stores that
 // partial in its own place of global scratch (L2-resident); then, per tile half (64 rows), an
@@ -132,12 +132,12 @@ inline constexpr int kGroupM = 16;  // tile order: groups of 16 row tiles, colum
 
 template <int BN>
 struct Tile {
-  static_assert(BN == 128 || BN == 256, "wgmma n128 or n256");
+  static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma n64, n128 or n256");
   static constexpr int kBN = BN;
   static constexpr int kAcc = BN / 2;                  // FP32 accumulators per consumer thread
-  static constexpr int kStages = BN == 256 ? 4 : 6;
+  static constexpr int kStages = BN == 256 ? 4 : BN == 128 ? 6 : 8;
   static constexpr int kATileBytes = kBM * kBK * 2;    // 16 KiB
-  static constexpr int kBTileBytes = BN * kBK * 2;     // 16 or 32 KiB
+  static constexpr int kBTileBytes = BN * kBK * 2;     // 8, 16 or 32 KiB
   static constexpr int kStageBytes = kATileBytes + kBTileBytes;
   static constexpr int kSmemBytes = kStages * kStageBytes + 1024 /* alignment */ + 256 /* barriers */;
   // The running shard total: a second register set (n128), or, where that would not fit in
@@ -146,13 +146,12 @@ struct Tile {
   static constexpr bool kTotalInScratch = BN == 256;
 };
 
-// Columns per tile, by the product's layouts. The bits of an element do not depend on it
-// (checked on the H200: BN 128 and 256 agree bit for bit), so a forward and its k_partial
-// calls agree whatever each one's choice. Measured on the H200 (Qwen3-8B shapes, M = 8192 and
-// decode): the forward is fastest on 128-wide tiles with the shard total in registers, the
-// backward products on 256-wide tiles.
+// Columns per tile, by the product's layouts (bn_for(q) below may narrow a decode-sized
+// forward). The bits of an element do not depend on it (checked on the H200: BN 64, 128 and 256
+// agree bit for bit), so a forward and its k_partial calls agree whatever each one's choice.
+// Measured on the H200 (Qwen3-8B shapes, M = 8192 and decode): the forward is fastest on
+// 128-wide tiles with the shard total in registers, the backward products on 256-wide tiles.
 inline int bn_for(Major la, Major lb) { return la == Major::kK && lb == Major::kMN ? 128 : 256; }
-inline int bn_for(const Problem& q) { return bn_for(q.la, q.lb); }
 
 // ---- Device PTX wrappers -----------------------------------------------------------------------
 
@@ -211,6 +210,25 @@ template <int N>
 __device__ __forceinline__ void fence_acc(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d += A · B for one m64n64k16 step (bf16 in, FP32 accumulators; scale-d = 1).
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], std::uint64_t da, std::uint64_t db) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, %34, %35;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "n"(kTransA), "n"(kTransB));
 }
 
 // d += A · B for one m64n128k16 step (bf16 in, FP32 accumulators; scale-d = 1).
@@ -277,7 +295,9 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], std::uint64_t 
 
 template <int BN, int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma_step(float (&d)[BN / 2], std::uint64_t da, std::uint64_t db) {
-  if constexpr (BN == 128)
+  if constexpr (BN == 64)
+    wgmma_m64n64k16<kTransA, kTransB>(d, da, db);
+  else if constexpr (BN == 128)
     wgmma_m64n128k16<kTransA, kTransB>(d, da, db);
   else
     wgmma_m64n256k16<kTransA, kTransB>(d, da, db);
@@ -835,11 +855,30 @@ inline std::int64_t tile_count(const Problem& q, int bn) {
   return static_cast<std::int64_t>((q.M + kBM - 1) / kBM) * ((q.N + bn - 1) / bn);
 }
 
-// Whether the tensor-core kernel runs q's shards on separate CTAs (wgmma_applies(q) must hold).
-inline bool split_applies(const Problem& q) {
+inline bool split_with(const Problem& q, int bn) {
   if (q.shards < 2 || q.shards > 16 || q.split == 0) return false;
-  return q.split == 1 || split_for(tile_count(q, bn_for(q)), q.shards);
+  return q.split == 1 || split_for(tile_count(q, bn), q.shards);
 }
+
+// The tile width for q. A forward with one row tile (decode-sized M) streams B and little else:
+// it takes the width, 64 or 128, whose busiest SM streams the least of B (rounds of the grid x
+// columns x k per work unit; ties to 128). Decode q/o at k_shards 2: 64 units of 128 columns
+// on 132 SMs, or 128 units of 64. It may depend on M: the bits do not depend on the width.
+inline int bn_for(const Problem& q) {
+  const int bn = bn_for(q.la, q.lb);
+  if (bn != 128 || q.M > kBM) return bn;
+  const std::int64_t sms = sm_count();
+  auto busiest = [&](int w) {
+    const bool split = split_with(q, w);
+    const std::int64_t units = tile_count(q, w) * (split ? q.shards : 1);
+    const std::int64_t k = split ? (q.k_len + q.shards - 1) / q.shards : q.k_len;
+    return (units + sms - 1) / sms * w * k;
+  };
+  return busiest(64) < busiest(128) ? 64 : 128;
+}
+
+// Whether the tensor-core kernel runs q's shards on separate CTAs (wgmma_applies(q) must hold).
+inline bool split_applies(const Problem& q) { return split_with(q, bn_for(q)); }
 
 // The split scratch: [cnt: tiles x 2 int][ws: tiles x shards x 128 x bn partials], in floats.
 struct SplitLayout {
@@ -858,9 +897,10 @@ inline SplitLayout split_layout(const Problem& q, int bn) {
 // the fused n256 tiles' shard total: 128 x 256 per CTA); 0 when it needs none or does not take q.
 inline std::size_t scratch_floats(const Problem& q) {
   if (q.M <= 0 || q.N <= 0 || q.shards <= 1 || !wgmma_applies(q)) return 0;
-  if (split_applies(q)) {  // room for the split (n128) and for the n256 total (a caller may force n256)
-    const std::size_t a = split_layout(q, 128).total,
+  if (split_applies(q)) {  // room for the split (n64, n128) and for the n256 total (a caller may force a width)
+    const std::size_t a64 = split_layout(q, 64).total, a128 = split_layout(q, 128).total,
                       b = static_cast<std::size_t>(wgmma_grid(tile_count(q, 256))) * kBM * 256;
+    const std::size_t a = a64 > a128 ? a64 : a128;
     return a > b ? a : b;
   }
   if (bn_for(q) != 256) return 0;
@@ -871,7 +911,8 @@ inline std::size_t scratch_floats(const Problem& q) {
 // counters (the kernel leaves them zero again). Stream-ordered on the default stream.
 inline Status prepare_scratch(const Problem& q) {
   if (q.scratch == nullptr || scratch_floats(q) == 0 || !split_applies(q)) return {};
-  const cudaError_t e = cudaMemsetAsync(q.scratch, 0, split_layout(q, bn_for(q)).ws * sizeof(float));
+  // (the counters of the narrowest tiles: room for whichever width runs)
+  const cudaError_t e = cudaMemsetAsync(q.scratch, 0, split_layout(q, 64).ws * sizeof(float));
   return e == cudaSuccess ? Status{} : Status{e, "cudaMemsetAsync(det_gemm split counters)"};
 }
 
@@ -921,9 +962,15 @@ Status launch_wgmma_with(const Problem& q) {
   return {cudaErrorInvalidValue, "wgmma_gemm_kernel: A kMN with B kK is not instantiated"};
 }
 
-// The tensor-core kernel on q, its tile chosen by bn_for (layouts, N, K).
+// The tensor-core kernel on q, its tile chosen by bn_for (layouts, N, K; one row tile or more).
+// n64 is instantiated for the forward layout only (the one bn_for narrows).
 inline Status launch_wgmma(const Problem& q) {
-  return bn_for(q) == 256 ? launch_wgmma_with<256>(q) : launch_wgmma_with<128>(q);
+  const int bn = bn_for(q);
+  if (bn == 64) {
+    if (q.la != Major::kK || q.lb != Major::kMN) return {cudaErrorInvalidValue, "wgmma_gemm_kernel: n64 is forward-only"};
+    return launch_wgmma_bn<Major::kK, Major::kMN, 64>(q);
+  }
+  return bn == 256 ? launch_wgmma_with<256>(q) : launch_wgmma_with<128>(q);
 }
 
 template <Major LA, Major LB>
