@@ -11,6 +11,7 @@ namespace {
 
 struct ProbeTally {
   std::vector<std::string> red, unchecked, green, absent;
+  std::vector<std::string> unserved;  // "exec:w serves no rms_norm forward"
   std::vector<std::string> observed;  // "cpu_bf16 rms_norm: kernel"
 };
 
@@ -20,6 +21,17 @@ void probe_all(const RunContext& run, std::span<const AuditBackend> backends, co
                Probe probe, AuditRow& row, ProbeTally& t) {
   for (const auto& b : backends) {
     if (b.backend == nullptr) continue;
+    // A backend without the kernel the probe calls (an external worker serving a few ops) is
+    // not probed, and says so; it is not a wrong order.
+    std::vector<std::string> missing;
+    if (!b.backend->serves(op, Direction::kForward)) missing.push_back("forward");
+    if (probe != Probe::kRmsNormOrder && !b.backend->serves(op, Direction::kBackward)) missing.push_back("backward");
+    if (!missing.empty()) {
+      t.unserved.push_back(fmt::format("{} serves no {} {}", b.name, op.name(), fmt::join(missing, " or ")));
+      row.details.push_back(fmt::format("{} {}: not probed: the backend serves no {} {}", b.name, op.name(),
+                                        op.name(), fmt::join(missing, " or ")));
+      continue;
+    }
     auto r = probe == Probe::kDetGemmTree      ? probe_det_gemm_tree(run, *b.backend, op)
              : probe == Probe::kDetGemmOptionA ? probe_det_gemm_option_a(run, *b.backend, op)
                                                : probe_rms_norm_order(run, *b.backend, op);
@@ -41,10 +53,11 @@ void probe_all(const RunContext& run, std::span<const AuditBackend> backends, co
   }
 }
 
-std::string absent_text(std::span<const AuditBackend> backends) {
+std::string absent_text(std::span<const AuditBackend> backends, const ProbeTally& t) {
   std::vector<std::string> a;
   for (const auto& b : backends)
     if (b.backend == nullptr) a.push_back(fmt::format("{} not present ({})", b.name, b.absent));
+  for (const auto& u : t.unserved) a.push_back(fmt::format("{} (not probed)", u));
   return a.empty() ? std::string() : fmt::format("; {}", fmt::join(a, "; "));
 }
 
@@ -93,7 +106,7 @@ AuditRow audit_det_gemm(const RunContext& run, std::span<const AuditBackend> bac
                          "1, 7, 59, 512 equal to M = 8192): {}",
                          t.observed.empty() ? std::string("no backend probed") : fmt::format("{}", fmt::join(t.observed, ", ")));
   }
-  probed += absent_text(backends);
+  probed += absent_text(backends, t);
   if (contract.policy.accumulation_dtype != ContractDType::kFloat32 && !ex) {
     row.status = AuditStatus::kNonConformant;
     row.basis = fmt::format("the contract declares {}; spec §2.1 asks for FP32 accumulation; {}",
@@ -130,7 +143,7 @@ AuditRow audit_rms_norm_order(const RunContext& run, std::span<const AuditBacken
   const std::string probed = fmt::format("rounding-order probe (y bit for bit): {}{}",
                                          t.observed.empty() ? std::string("no backend probed")
                                                             : fmt::format("{}", fmt::join(t.observed, ", ")),
-                                         absent_text(backends));
+                                         absent_text(backends, t));
   if (!d) {
     row.status = AuditStatus::kNonConformant;
     row.basis = fmt::format("ws1check_declarations.rms_norm_rounding is absent: the contract does not "

@@ -123,7 +123,7 @@ Result<AuditRow> audit_logprob_dtype(const RunContext& run, std::span<const Fixt
                                      "requires float32",
                                      contract.file, contract_name(it->second)));
   FixtureGenerator generator({run.op_context.threads});
-  std::vector<std::string> op_names, present, absent;
+  std::vector<std::string> op_names, present, absent, unserved;
   for (const auto& b : backends) (b.backend ? present : absent).push_back(b.name);
   std::int64_t tensors = 0;
   for (const Op* op : ops) {
@@ -138,6 +138,11 @@ Result<AuditRow> audit_logprob_dtype(const RunContext& run, std::span<const Fixt
     if (!inputs) return inputs.error();
     for (const auto& b : backends) {
       if (b.backend == nullptr) continue;
+      if (!b.backend->serves(*op, Direction::kForward)) {  // an external worker serving other ops
+        unserved.push_back(fmt::format("{} serves no {} forward", b.name, op->name()));
+        row.details.push_back(fmt::format("{} {}: not run: {}", b.name, op->name(), unserved.back()));
+        continue;
+      }
       std::vector<std::string> op_problems, seen;
       check_tensors(b.backend->forward(*op, inputs->tensors, run.op_context), op->outputs(),
                     fmt::format("{} {} forward", b.name, op->name()), op_problems, seen, tensors,
@@ -156,9 +161,10 @@ Result<AuditRow> audit_logprob_dtype(const RunContext& run, std::span<const Fixt
     if (b.backend == nullptr) row.details.push_back(fmt::format("{}: not present ({})", b.name, b.absent));
   for (const auto& n : not_run) row.details.push_back(n);
   const std::string ran = fmt::format(
-      "{} run forward on the {} short fixtures on {}{}: {} outputs checked for float32",
+      "{} run forward on the {} short fixtures on {}{}{}: {} outputs checked for float32",
       fmt::join(op_names, ", "), run.manifest->workload_id, fmt::join(present, ", "),
-      absent.empty() ? "" : fmt::format(" ({} not present)", fmt::join(absent, ", ")), tensors);
+      absent.empty() ? "" : fmt::format(" ({} not present)", fmt::join(absent, ", ")),
+      unserved.empty() ? "" : fmt::format(" ({}: not run)", fmt::join(unserved, "; ")), tensors);
   if (!problems.empty()) {
     row.status = AuditStatus::kNonConformant;
     row.basis = fmt::format("{}; {} problem(s), first: {}", ran, problems.size(), problems.front());

@@ -74,6 +74,8 @@ class ExecBackend final : public Backend {
     return fmt::format("{} on {}", *k, hello_.readback.device);
   }
 
+  bool serves(const Op& op, Direction d) const override { return hello_.kernel(op.name(), d) != nullptr; }
+
   Result<Tensors> forward(const Op& op, const Tensors& in, const OpContext& ctx) override {
     return call(op, Direction::kForward, in, ctx);
   }

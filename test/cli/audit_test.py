@@ -263,6 +263,46 @@ class BuildAudit(unittest.TestCase):
                 self.assertFalse(os.path.exists(os.path.join(d, "x.sarif")), args)
 
 
+def has_numpy():
+    return subprocess.run([sys.executable, "-c", "import numpy"], capture_output=True).returncode == 0
+
+
+class ExternalBackendProbes(unittest.TestCase):
+    """The declared-order probes on an exec: backend: test/data/exec_workers/det_gemm_option_a.py
+    serves det_gemm only. Faithful, the det_gemm row names it option_a and the rows of the ops it
+    does not serve say so without going red; with its shard partials rounded to bf16 (the
+    planted defect) the det_gemm row is non-conformant, naming that backend."""
+
+    def audit(self, mode):
+        worker = f"exec:{sys.executable} {src('test/data/exec_workers/det_gemm_option_a.py')} {mode}"
+        rc, out, err = run("audit", "--backend", worker, "--json")
+        rows = {r["id"]: r for r in json.loads(out)["rows"]}
+        return rc, rows, worker
+
+    @unittest.skipUnless(has_numpy(), "numpy is not importable")
+    def test_faithful_worker_probed_and_conformant(self):
+        rc, rows, worker = self.audit("faithful")
+        det = rows["det_gemm_accumulation"]
+        self.assertEqual(det["status"], "conformant", det["basis"])
+        self.assertIn(f"{worker} det_gemm: option_a", det["basis"])
+        self.assertTrue(any(d.startswith(f"{worker} det_gemm: green") for d in det["details"]), det["details"])
+        rms = rows["rms_norm_rounding_order"]
+        self.assertEqual(rms["status"], "conformant", rms["basis"])
+        self.assertIn(f"{worker} serves no rms_norm forward (not probed)", rms["basis"])
+        self.assertEqual(rows["logprob_output_dtype"]["status"], "conformant")
+        self.assertEqual(rc, 0, [(k, r["status"]) for k, r in rows.items()])
+
+    @unittest.skipUnless(has_numpy(), "numpy is not importable")
+    def test_rounded_shard_partials_red_on_that_backend(self):
+        rc, rows, worker = self.audit("rounded")
+        det = rows["det_gemm_accumulation"]
+        self.assertEqual(rc, 1)
+        self.assertEqual(det["status"], "non_conformant", det["basis"])
+        self.assertIn(f"{worker} det_gemm: neither", det["basis"])
+        self.assertIn("cpu_bf16 det_gemm: option_a", det["basis"])
+        self.assertTrue(any(d.startswith(f"{worker} det_gemm: red") for d in det["details"]), det["details"])
+
+
 class RepoScan(unittest.TestCase):
     def test_planted_tree_findings_counts_and_sarif(self):
         root = src("test", "data", "audit_repo")

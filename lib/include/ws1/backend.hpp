@@ -22,6 +22,12 @@ class Backend {
   virtual std::string kernel_id(const Op& op, Direction direction) const = 0;
   virtual Result<Tensors> forward(const Op& op, const Tensors& in, const OpContext& ctx) = 0;
   virtual Result<Tensors> backward(const Op& op, const Tensors& in, const OpContext& ctx) = 0;
+  // Whether it has a kernel for op in that direction (an external worker may serve a few ops).
+  virtual bool serves(const Op& op, Direction direction) const {
+    (void)op;
+    (void)direction;
+    return true;
+  }
   // Precision state read back on this backend's path (TF32, cuBLAS math mode).
   virtual RuntimeReadback readback() const { return {}; }
 
