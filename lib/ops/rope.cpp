@@ -174,10 +174,21 @@ Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext
   return run(op, in, ctx, path, true);
 }
 
+// Either direction reads one tensor of x's size (x forward, dy.y backward: the backward does
+// not read x) and the positions, and writes one of x's size.
+OpWork work(const Tensors& in, bool backward) {
+  const Tensor* v = find_tensor(in, backward ? "dy.y" : "x");
+  const Tensor* pos = find_tensor(in, "positions");
+  if (v == nullptr || pos == nullptr) return {};
+  OpWork w;
+  w.bytes = 2.0 * static_cast<double>(v->nbytes()) + static_cast<double>(pos->nbytes());
+  return w;
+}
+
 }  // namespace
 
 const Op& rope_op() {
-  static const PathOp op("rope", {{"y", DType::kBF16}}, {{"dx", DType::kBF16}}, forward, backward);
+  static const PathOp op("rope", {{"y", DType::kBF16}}, {{"dx", DType::kBF16}}, forward, backward, work);
   return op;
 }
 

@@ -203,3 +203,13 @@ TEST_CASE("rope planted defect: GPT-J pairing (i, i+1) goes red", "[ops][rope][d
   CHECK(bad.violations > 0);
   CHECK_FALSE(passed(bad));
 }
+
+// The bench's bytes (ws1check bench, % of copy): one tensor of x's size read, one written, and
+// the positions, in both directions; the backward does not read x.
+TEST_CASE("rope work: x or dy.y read once, y or dx written once, the positions", "[ops][rope]") {
+  const Tensor x(DType::kBF16, {4, 2, 8}), pos(DType::kI64, {4});
+  const double want = 2.0 * 4 * 2 * 8 * 2 + 4 * 8;
+  CHECK(op().work({{"x", x}, {"positions", pos}}, false).bytes == want);
+  CHECK(op().work({{"x", x}, {"positions", pos}, {"dy.y", x}}, true).bytes == want);
+  CHECK(op().work({{"x", x}}, false).bytes == 0.0);  // no positions: the generic count
+}
