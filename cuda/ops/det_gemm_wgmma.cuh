@@ -30,7 +30,9 @@
 // total = 128 registers); for n256 (128 accumulator registers, no room for a second set) a
 // per-CTA slot of global scratch (128 x 256 floats, L2-resident, each thread writing and reading
 // back only its own elements), total = slot + acc after each shard r >= 1. A consumer warpgroup
-// whose 64 rows all lie past M issues no wgmma (it only keeps the ring going).
+// whose 64 rows all lie past M issues no wgmma (it only keeps the ring going). With one row tile
+// (decode-sized M), A's box has M rounded up to 8 rows, not 128: the TMA unit then writes no
+// padding rows into the ring (measured on the H200: decode down, M = 8, from 61 to 38 us).
 // Shards on separate CTAs (n64 and n128 tiles; split_for: where the tiles alone would leave SMs idle): a work unit
 // is one shard of one tile, the shards of a tile adjacent in the unit order; each unit sums its
 // shard exactly as above (from zero, the same k16 steps) into FP32 registers and stores that
@@ -337,6 +339,10 @@ struct KernelArgs {
   float* ws;
   int* cnt;
   int vec_store;  // bf16 output through 16-byte stores (c and ldc 16-byte aligned)
+  // Rows of A's TMA box (kK A): kBM, or, with one row tile, M rounded up to 8. The rows past it
+  // keep whatever the ring held: they feed only output rows past M, which are never written
+  // (a row of the product depends on its row of A alone).
+  int a_rows;
 };
 
 // The 128 threads of consumer warpgroup c (named barrier 1 + c).
@@ -402,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const unsigned phase = static_cast<unsigned>(it / kStages) & 1u;
             mbar_wait(empty0 + 8 * s, phase ^ 1u);
             const std::uint32_t full = full0 + 8 * s;
-            mbar_expect_tx(full, kStageBytes);
+            mbar_expect_tx(full, (LA == Major::kK ? p.a_rows * kBK * 2 : kATile) + T::kBTileBytes);
             const std::uint32_t sa = smem_base + s * kStageBytes, sb = sa + kATile;
             if constexpr (LA == Major::kK) {
               tma_load_2d(sa, &map_a, full, k, m0);
@@ -836,7 +842,8 @@ inline int sm_count() {
 inline KernelArgs kernel_args(const Problem& q, int tile_m, int tile_n) {
   return KernelArgs{q.scratch, q.c, q.ldc, q.M, q.N, q.k_lo, q.k_len, q.shards, q.shard_len, (q.M + tile_m - 1) / tile_m,
                     (q.N + tile_n - 1) / tile_n, 0, nullptr, nullptr,
-                    q.vec_store && !q.f32_out && q.ldc % 8 == 0 && reinterpret_cast<std::uintptr_t>(q.c) % 16 == 0};
+                    q.vec_store && !q.f32_out && q.ldc % 8 == 0 && reinterpret_cast<std::uintptr_t>(q.c) % 16 == 0,
+                    q.la == Major::kK && q.M <= tile_m ? (q.M + 7) / 8 * 8 : tile_m};
 }
 
 // CTAs of the persistent grid for a product with `tiles` output tiles.
@@ -926,13 +933,14 @@ Status launch_wgmma_typed(const Problem& q) {
   const bool split = !T::kTotalInScratch && split_applies(q);
   if ((split || T::kTotalInScratch) && q.shards > 1 && q.scratch == nullptr)
     return {cudaErrorInvalidValue, "wgmma_gemm_kernel: no scratch for the shard total"};
+  KernelArgs args = kernel_args(q, kBM, BN);
   CUtensorMap ma, mb;
-  // A: kK {K, M} boxes {64, 128}; kMN {M, K} boxes {64, 64}. B: kK {K, N} {64, BN}; kMN {N, K} {64, 64}.
-  Status s = LA == Major::kK ? make_map(ma, q.a, q.K, q.M, q.lda, kBK, kBM) : make_map(ma, q.a, q.M, q.K, q.lda, 64, kBK);
+  // A: kK {K, M} boxes {64, a_rows}; kMN {M, K} boxes {64, 64}. B: kK {K, N} {64, BN}; kMN {N, K} {64, 64}.
+  Status s = LA == Major::kK ? make_map(ma, q.a, q.K, q.M, q.lda, kBK, static_cast<unsigned>(args.a_rows))
+                             : make_map(ma, q.a, q.M, q.K, q.lda, 64, kBK);
   if (!s) return s;
   s = LB == Major::kK ? make_map(mb, q.b, q.K, q.N, q.ldb, kBK, BN) : make_map(mb, q.b, q.N, q.K, q.ldb, 64, kBK);
   if (!s) return s;
-  KernelArgs args = kernel_args(q, kBM, BN);
   std::int64_t units = static_cast<std::int64_t>(args.tiles_m) * args.tiles_n;
   if (split) {
     const SplitLayout l = split_layout(q, BN);
