@@ -75,6 +75,7 @@ class ExecBackend final : public Backend {
   }
 
   bool serves(const Op& op, Direction d) const override { return hello_.kernel(op.name(), d) != nullptr; }
+  bool receives_views() const override { return false; }
 
   Result<Tensors> forward(const Op& op, const Tensors& in, const OpContext& ctx) override {
     return call(op, Direction::kForward, in, ctx);

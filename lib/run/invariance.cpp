@@ -440,6 +440,10 @@ Result<std::vector<Cell>> run_invariance_cells(const RunContext& run, FixtureGen
       if (auto why = tp_undeclared(run, op, tp_ranks(t), nullptr)) na = NotApplicable{*why};
     if (!na && t == Transform::kBnPermuted && !m.permutation_enabled)
       na = NotApplicable{"the workload disables batch_permutation"};
+    if (!na && t == Transform::kLayout && !backend.receives_views())
+      na = NotApplicable{fmt::format("{} receives contiguous copies of its inputs (ws1-exec-v1 carries no strides): "
+                                     "a strided view cannot reach its kernels",
+                                     backend.name())};
     if (na) {
       cell.verdict = Verdict::kNa;
       cell.reason = na->reason;

@@ -28,6 +28,9 @@ class Backend {
     (void)direction;
     return true;
   }
+  // Whether its kernels receive an input's strided view as such (the layout transform's
+  // premise). An external worker gets contiguous copies: ws1-exec-v1 carries no strides.
+  virtual bool receives_views() const { return true; }
   // Precision state read back on this backend's path (TF32, cuBLAS math mode).
   virtual RuntimeReadback readback() const { return {}; }
 
