@@ -271,3 +271,24 @@ TEST_CASE("linear_logp timing at the real shapes (T=59, H=4096, V=151936)", "[.p
   time("candidate backward", [&] { CHECK(op().cpu_backward(in, ctx).ok()); });
   time("reference forward", [&] { CHECK(op().reference_forward(in, ctx).ok()); });
 }
+
+// The bench's cuBLAS peers (docs/decisions.md D30): the two gradient products, as lm_head's,
+// and the four the algorithm computes (logits recomputed, dhidden from G hi and G lo, dweight).
+TEST_CASE("linear_logp work: the gradient products and the algorithm's four", "[ops][linear_logp]") {
+  const Op& op = *find_op_impl("linear_logp");
+  const Tensor hidden(DType::kBF16, {27, 64}), weight(DType::kBF16, {1000, 64});
+  const OpWork fwd = op.work({{"hidden", hidden}, {"weight", weight}}, false);
+  REQUIRE(fwd.gemms.size() == 1);
+  CHECK(fwd.algorithm_gemms.empty());
+  const OpWork bwd = op.work({{"hidden", hidden}, {"weight", weight}}, true);
+  REQUIRE(bwd.gemms.size() == 2);
+  REQUIRE(bwd.algorithm_gemms.size() == 4);
+  const auto is = [](const GemmShape& g, std::int64_t m, std::int64_t n, std::int64_t k) {
+    return g.m == m && g.n == n && g.k == k;
+  };
+  CHECK(is(bwd.algorithm_gemms[0], 27, 1000, 64));  // logits = hidden · Wᵀ, again
+  CHECK(is(bwd.algorithm_gemms[1], 27, 64, 1000));  // dhidden, G hi
+  CHECK(is(bwd.algorithm_gemms[2], 27, 64, 1000));  // dhidden, G lo
+  CHECK(is(bwd.algorithm_gemms[3], 1000, 64, 27));  // dweight
+  CHECK(find_op_impl("lm_head")->work({{"hidden", hidden}, {"weight", weight}}, true).algorithm_gemms.empty());
+}

@@ -86,6 +86,10 @@ struct OpWork {
   // The fewest bytes a call must move through device memory; 0: every input read once and
   // every output written once (ops that read a tensor sparsely, like embedding's table, say).
   double bytes = 0.0;
+  // The products the op's algorithm performs where they are more than `gemms` (linear_logp's
+  // backward recomputes the logits and sends G as bf16 hi + lo: docs/decisions.md D30); the
+  // bench times cuBLAS on these too, for a second ratio. Empty: the same as gemms.
+  std::vector<GemmShape> algorithm_gemms;
   double flops() const {
     double f = other_flops;
     for (const auto& g : gemms) f += 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
