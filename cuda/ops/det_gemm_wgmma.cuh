@@ -42,7 +42,12 @@
 // waits for another (no co-residency needed). The partials and the adds are those of the
 // single-CTA fold, so the bits are the same, whether the shards ran apart or not.
 // Epilogue (bf16 output): each quad of lanes transposes its column pairs with two xor shuffles
-// so that a lane holds 8 consecutive columns, one 16-byte store (where c and ldc allow).
+// so that a lane holds 8 consecutive columns, one 16-byte store (where c and ldc allow). A fused
+// epilogue (launch_wgmma_fused; linear_logp's row logsumexp and gradient) takes the FP32 tile
+// in registers instead of the store. Two extensions of the register-total tiles (A kK, B kMN):
+// A in two bf16 parts (Problem::a_lo: each shard summed from A, then from A_lo, both folded),
+// and a running total to continue (Problem::c_in: total = c_in + p0 + ..., FP32 in and out),
+// so that a reduction cut into launches folds as one launch would.
 // The sum of an element depends only on its row of A, its column of B and the shard bounds:
 // never on M, kBN, where the shards ran, the tile position or the launch order (the arrival
 // order picks only which CTA adds the partials, never their order).
@@ -60,6 +65,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace ws1cuda::detgemm {
 
@@ -95,6 +101,16 @@ struct Problem {
   // bf16 output: 16-byte stores (each quad of lanes transposes its pairs so that a lane holds
   // 8 consecutive columns; no arithmetic changes) where c and ldc are 16-byte aligned.
   bool vec_store = true;
+  // A second A (a_lo: the same layout and stride as a; A kK, 64- or 128-wide tiles, shards on
+  // one CTA): the product is (A + A_lo) · B with each shard r of k summed twice in turn, A's
+  // then A_lo's, each from zero: the fold order is p0(A), p0(A_lo), p1(A), p1(A_lo), ... (an
+  // FP32 operand split into bf16 hi + lo parts).
+  const bf16* a_lo = nullptr;
+  // The running total to continue (FP32 [M][ld_in]; with the same kernels as a_lo): total =
+  // c_in + p0 + p1 + ... instead of p0 + p1 + ...; may be c itself (FP32 output: each thread
+  // reads and writes its own elements).
+  const float* c_in = nullptr;
+  std::int64_t ld_in = 0;
 };
 
 // A product over [k_lo, k_lo + k_len) in `shards` near-equal shards (the other fields default).
@@ -343,7 +359,26 @@ struct KernelArgs {
   // keep whatever the ring held: they feed only output rows past M, which are never written
   // (a row of the product depends on its row of A alone).
   int a_rows;
+  int parts;  // 2 with Problem::a_lo (every shard summed from A, then from A_lo), else 1
+  const float* c_in;
+  std::int64_t ld_in;
 };
+
+// A consumer thread's share of a finished tile (the total over every shard), for a fused
+// epilogue: element i of `res` is at row row0 + 8 ((i / 2) % 2), column col0 + 8 (i / 4) + (i % 2)
+// of the product (rows >= M and columns >= N hold zeros or leftovers: an epilogue skips them).
+struct Fragment {
+  int row0, col0;
+  int tn;    // the column tile (of the kernel's BN columns)
+  int M, N;
+  int lane;  // the lanes of a quad (lane / 4 equal) hold the same two rows
+};
+
+// The built-in epilogue: C stored (bf16 or FP32). A fused one (launch_wgmma_fused) is a
+// trivially copyable functor `__device__ void operator()(const float (&res)[BN / 2], const
+// Fragment&) const` that every thread of an active consumer warpgroup calls once per tile, all
+// 32 lanes of each warp together (it may shuffle within a quad); it replaces the store.
+struct StoreC {};
 
 // The 128 threads of consumer warpgroup c (named barrier 1 + c).
 __device__ __forceinline__ void wg_bar(int c) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory"); }
@@ -357,10 +392,10 @@ __device__ __forceinline__ void wg_bar(int c) { asm volatile("bar.sync %0, 128;\
 //   kMN operand (64 k rows of 128 m or BN n): TMA boxes {64 mn, 64 k} of 8 KiB, mn 0-63 first;
 //     k16 step j at +2048 j bytes (16 rows of 128 B); SBO = 1024 (8 k rows), LBO = 8 KiB (the
 //     next 64 mn); a warpgroup's 64 A columns are the box at 8 KiB * warpgroup.
-template <Major LA, Major LB, bool kF32Out, int BN>
+template <Major LA, Major LB, bool kF32Out, int BN, class Epi = StoreC>
 __global__ void __launch_bounds__(kThreads, 1)
-    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                      const KernelArgs p) {
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_a_lo,
+                      const __grid_constant__ CUtensorMap map_b, const KernelArgs p, const Epi epi) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
   using T = Tile<BN>;
   constexpr int kStages = T::kStages, kStageBytes = T::kStageBytes, kATile = T::kATileBytes, kAcc = T::kAcc;
@@ -396,13 +431,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       int it = 0;
       for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x)) {
         const int t = p.split ? u / p.shards : u;
-        const int r_lo = p.split ? u % p.shards : 0, r_hi = p.split ? r_lo + 1 : p.shards;
+        const int r_lo = p.split ? u % p.shards : 0, r_hi = p.split ? r_lo + 1 : p.shards * p.parts;
         int tm, tn;
         tile_coords(t, p.tiles_m, p.tiles_n, tm, tn);
         const int m0 = tm * kBM, n0 = tn * BN;
         for (int r = r_lo; r < r_hi; ++r) {
-          const int ks = shard_begin(p.k_lo, p.k_len, p.shards, p.shard_len, r),
-                    ke = shard_begin(p.k_lo, p.k_len, p.shards, p.shard_len, r + 1);
+          const int kr = r / p.parts;  // the k shard; r % parts: which A
+          const CUtensorMap* ma = r % p.parts ? &map_a_lo : &map_a;
+          const int ks = shard_begin(p.k_lo, p.k_len, p.shards, p.shard_len, kr),
+                    ke = shard_begin(p.k_lo, p.k_len, p.shards, p.shard_len, kr + 1);
           for (int k = ks; k < ke; k += kBK, ++it) {
             const int s = it % kStages;
             const unsigned phase = static_cast<unsigned>(it / kStages) & 1u;
@@ -411,10 +448,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             mbar_expect_tx(full, (LA == Major::kK ? p.a_rows * kBK * 2 : kATile) + T::kBTileBytes);
             const std::uint32_t sa = smem_base + s * kStageBytes, sb = sa + kATile;
             if constexpr (LA == Major::kK) {
-              tma_load_2d(sa, &map_a, full, k, m0);
+              tma_load_2d(sa, ma, full, k, m0);
             } else {
-              tma_load_2d(sa, &map_a, full, m0, k);
-              tma_load_2d(sa + 8192, &map_a, full, m0 + 64, k);
+              tma_load_2d(sa, ma, full, m0, k);
+              tma_load_2d(sa + 8192, ma, full, m0 + 64, k);
             }
             if constexpr (LB == Major::kK) {
               tma_load_2d(sb, &map_b, full, k, n0);
@@ -445,15 +482,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     float total[kAcc];  // unused (eliminated) with the total in scratch
     for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x)) {
       const int t = p.split ? u / p.shards : u;
-      const int r_lo = p.split ? u % p.shards : 0, r_hi = p.split ? r_lo + 1 : p.shards;
+      const int r_lo = p.split ? u % p.shards : 0, r_hi = p.split ? r_lo + 1 : p.shards * p.parts;
       int tm, tn;
       tile_coords(t, p.tiles_m, p.tiles_n, tm, tn);
       // A warpgroup whose 64 rows all lie past M computes nothing (its rows are not written);
       // the other's arithmetic is the same either way.
       const bool active = tm * kBM + c * 64 < p.M;
       for (int r = r_lo; r < r_hi; ++r) {
-        const int ks = shard_begin(p.k_lo, p.k_len, p.shards, p.shard_len, r),
-                    ke = shard_begin(p.k_lo, p.k_len, p.shards, p.shard_len, r + 1);
+        const int kr = r / p.parts;
+        const int ks = shard_begin(p.k_lo, p.k_len, p.shards, p.shard_len, kr),
+                    ke = shard_begin(p.k_lo, p.k_len, p.shards, p.shard_len, kr + 1);
         if (!active) {  // keep the ring going: wait for each block, release it at once
           for (int k = ks; k < ke; k += kBK, ++it) {
             const int s = it % kStages;
@@ -528,7 +566,21 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
           }
         } else {
-          if (r == r_lo) {
+          if (r == r_lo && p.c_in != nullptr) {  // total = c_in + p0 (n64, n128, shards on one CTA)
+            const int row0 = tm * kBM + c * 64 + warp * 16 + lane / 4, col0 = tn * BN + 2 * (lane % 4);
+#pragma unroll
+            for (int i = 0; i < kAcc; i += 2) {
+              const int row = row0 + 8 * ((i / 2) % 2), col = col0 + 8 * (i / 4);
+              float2 v = make_float2(0.0f, 0.0f);
+              if (row < p.M && col + 1 < p.N) {
+                v = *reinterpret_cast<const float2*>(p.c_in + static_cast<std::int64_t>(row) * p.ld_in + col);
+              } else if (row < p.M && col < p.N) {
+                v.x = p.c_in[static_cast<std::int64_t>(row) * p.ld_in + col];
+              }
+              total[i] = __fadd_rn(v.x, acc[i]);
+              total[i + 1] = __fadd_rn(v.y, acc[i + 1]);
+            }
+          } else if (r == r_lo) {
 #pragma unroll
             for (int i = 0; i < kAcc; ++i) total[i] = acc[i];
           } else {
@@ -613,6 +665,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       // 16 warp + lane / 4 + 8 ((i / 2) % 2) of this warpgroup's 64.
       const int row0 = tm * kBM + c * 64 + warp * 16 + lane / 4;
       const int col0 = tn * BN + 2 * (lane % 4);
+      if constexpr (!std::is_same_v<Epi, StoreC>) {
+        epi(res, Fragment{row0, col0, tn, p.M, p.N, lane});
+        continue;
+      }
       const bool pair_ok = p.ldc % 2 == 0;
       if constexpr (!kF32Out) {
         if (p.vec_store) {
@@ -786,6 +842,11 @@ inline bool tma_operands_ok(const Problem& q) {
 // shard's length is a positive multiple of 16 except that the last may end at K (zeros beyond).
 inline bool wgmma_applies(const Problem& q) {
   if (!tma_operands_ok(q) || q.shards < 1 || q.k_len <= 0) return false;
+  if (q.a_lo != nullptr || q.c_in != nullptr) {  // the register total of A kK, B kK-MN tiles
+    if (q.la != Major::kK || q.lb != Major::kMN) return false;
+    if (q.a_lo != nullptr && reinterpret_cast<std::uintptr_t>(q.a_lo) % 16 != 0) return false;
+    if (q.c_in != nullptr && (q.ld_in % 2 != 0 || reinterpret_cast<std::uintptr_t>(q.c_in) % 8 != 0)) return false;
+  }
   if (q.shard_len > 0 && q.shards != (q.k_len + q.shard_len - 1) / q.shard_len) return false;
   for (int r = 0; r < q.shards; ++r) {
     const int ks = shard_begin(q.k_lo, q.k_len, q.shards, q.shard_len, r),
@@ -843,7 +904,8 @@ inline KernelArgs kernel_args(const Problem& q, int tile_m, int tile_n) {
   return KernelArgs{q.scratch, q.c, q.ldc, q.M, q.N, q.k_lo, q.k_len, q.shards, q.shard_len, (q.M + tile_m - 1) / tile_m,
                     (q.N + tile_n - 1) / tile_n, 0, nullptr, nullptr,
                     q.vec_store && !q.f32_out && q.ldc % 8 == 0 && reinterpret_cast<std::uintptr_t>(q.c) % 16 == 0,
-                    q.la == Major::kK && q.M <= tile_m ? (q.M + 7) / 8 * 8 : tile_m};
+                    q.la == Major::kK && q.M <= tile_m ? (q.M + 7) / 8 * 8 : tile_m,
+                    q.a_lo != nullptr ? 2 : 1, q.c_in, q.ld_in};
 }
 
 // CTAs of the persistent grid for a product with `tiles` output tiles.
@@ -863,7 +925,7 @@ inline std::int64_t tile_count(const Problem& q, int bn) {
 }
 
 inline bool split_with(const Problem& q, int bn) {
-  if (q.shards < 2 || q.shards > 16 || q.split == 0) return false;
+  if (q.shards < 2 || q.shards > 16 || q.split == 0 || q.a_lo != nullptr || q.c_in != nullptr) return false;
   return q.split == 1 || split_for(tile_count(q, bn), q.shards);
 }
 
@@ -923,10 +985,10 @@ inline Status prepare_scratch(const Problem& q) {
   return e == cudaSuccess ? Status{} : Status{e, "cudaMemsetAsync(det_gemm split counters)"};
 }
 
-template <Major LA, Major LB, bool kF32Out, int BN>
-Status launch_wgmma_typed(const Problem& q) {
+template <Major LA, Major LB, bool kF32Out, int BN, class Epi = StoreC>
+Status launch_wgmma_typed(const Problem& q, const Epi& epi = {}) {
   using T = Tile<BN>;
-  auto* kernel = &wgmma_gemm_kernel<LA, LB, kF32Out, BN>;
+  auto* kernel = &wgmma_gemm_kernel<LA, LB, kF32Out, BN, Epi>;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (attr != cudaSuccess) return {attr, "cudaFuncSetAttribute(wgmma_gemm_kernel)"};
@@ -934,11 +996,16 @@ Status launch_wgmma_typed(const Problem& q) {
   if ((split || T::kTotalInScratch) && q.shards > 1 && q.scratch == nullptr)
     return {cudaErrorInvalidValue, "wgmma_gemm_kernel: no scratch for the shard total"};
   KernelArgs args = kernel_args(q, kBM, BN);
-  CUtensorMap ma, mb;
+  CUtensorMap ma, ma_lo, mb;
   // A: kK {K, M} boxes {64, a_rows}; kMN {M, K} boxes {64, 64}. B: kK {K, N} {64, BN}; kMN {N, K} {64, 64}.
-  Status s = LA == Major::kK ? make_map(ma, q.a, q.K, q.M, q.lda, kBK, static_cast<unsigned>(args.a_rows))
-                             : make_map(ma, q.a, q.M, q.K, q.lda, 64, kBK);
+  auto a_map = [&](CUtensorMap& m, const bf16* a) {
+    return LA == Major::kK ? make_map(m, a, q.K, q.M, q.lda, kBK, static_cast<unsigned>(args.a_rows))
+                           : make_map(m, a, q.M, q.K, q.lda, 64, kBK);
+  };
+  Status s = a_map(ma, q.a);
   if (!s) return s;
+  ma_lo = ma;
+  if (q.a_lo != nullptr && !(s = a_map(ma_lo, q.a_lo))) return s;
   s = LB == Major::kK ? make_map(mb, q.b, q.K, q.N, q.ldb, kBK, BN) : make_map(mb, q.b, q.N, q.K, q.ldb, 64, kBK);
   if (!s) return s;
   std::int64_t units = static_cast<std::int64_t>(args.tiles_m) * args.tiles_n;
@@ -950,7 +1017,7 @@ Status launch_wgmma_typed(const Problem& q) {
     units *= q.shards;
   }
   const int grid = wgmma_grid(units);
-  kernel<<<grid, kThreads, T::kSmemBytes>>>(ma, mb, args);
+  kernel<<<grid, kThreads, T::kSmemBytes>>>(ma, ma_lo, mb, args, epi);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return {e, "wgmma_gemm_kernel launch"};
   return {};
@@ -981,6 +1048,17 @@ inline Status launch_wgmma(const Problem& q) {
   return bn == 256 ? launch_wgmma_with<256>(q) : launch_wgmma_with<128>(q);
 }
 
+// The tensor-core kernel on q (wgmma_applies(q) must hold; M, N > 0) with a fused epilogue in
+// place of the store (q.c unused): A kK, B kK (rows of both contiguous in k), 128 x 256 tiles.
+// The tile's total is the one the store would round (the same bits for every element).
+inline constexpr int kFusedBN = 256;
+template <class Epi>
+Status launch_wgmma_fused(const Problem& q, const Epi& epi) {
+  static_assert(std::is_trivially_copyable_v<Epi>, "an epilogue is a kernel parameter");
+  if (q.la != Major::kK || q.lb != Major::kK) return {cudaErrorInvalidValue, "wgmma_gemm_kernel: fused epilogue needs A and B kK"};
+  return launch_wgmma_typed<Major::kK, Major::kK, true, kFusedBN, Epi>(q, epi);
+}
+
 template <Major LA, Major LB>
 Status launch_fallback_typed(const Problem& q) {
   const KernelArgs args = kernel_args(q, kFbTile, kFbTile);
@@ -1009,9 +1087,29 @@ inline Status launch_fold(const float* partials, int shards, std::int64_t n, bf1
   return {};
 }
 
+// The rule of the vocabulary-sized products (lm_head, linear_logp). The tensor core's FP32
+// accumulation drops low bits at each k16 step (it does not round to nearest); over the
+// vocabulary (lm_head's dhidden, K = 151936) one accumulator came out 5x further from the FP32
+// reference than cpu_bf16 on the H200 (docs/gpu-runs.md). A reduction longer than kLongK
+// therefore runs in shards of kPromoteK k, each from zero, the shard sums added with
+// round-to-nearest FP32 adds in increasing k; the order depends on K alone. The shards of a
+// tile stay on one CTA: the tiles fill the machine at these widths.
+inline constexpr int kLongK = 16384, kPromoteK = 512;
+inline void promote_long_k(Problem& q) {
+  if (q.k_len <= kLongK) return;
+  q.shard_len = kPromoteK;
+  q.shards = (q.k_len + kPromoteK - 1) / kPromoteK;
+  q.split = 0;
+}
+
 // One product by the rules with whichever kernel applies (the choice depends on the operands'
 // alignment and the shard lengths, never on M). M, N > 0; k_len may be 0 (zeros).
 inline Status launch_product(const Problem& q) {
+  if (q.a_lo != nullptr || q.c_in != nullptr) {  // the tensor-core kernel's alone
+    if (q.k_len == 0 || q.M <= 0 || q.N <= 0 || !wgmma_applies(q))
+      return {cudaErrorInvalidValue, "det_gemm: a_lo / c_in need the tensor-core kernel (A kK, B kMN, TMA operands)"};
+    return launch_wgmma(q);
+  }
   if (q.k_len == 0) {
     const std::size_t es = q.f32_out ? 4 : 2;
     const cudaError_t e = cudaMemset2DAsync(q.c, static_cast<std::size_t>(q.ldc) * es, 0,

@@ -8,7 +8,7 @@
 // kernel; where TMA cannot take the operands (a row stride not a multiple of 8 elements) the
 // CUDA-core kernel, by the same rules. K order, every output element: FP32 from zero over k in
 // 16-wide steps in increasing k (the tensor core sums each step's products in its own order;
-// the CUDA-core kernel is a plain fma chain); a K above kLongK in shards of kPromoteK k, each
+// the CUDA-core kernel is a plain fma chain); a K above kLongK (promote_long_k) in shards of kPromoteK k, each
 // from zero, the shard sums added in FP32 (round to nearest) in increasing k; rounded once to
 // bf16 at the store. The one CTA that owns a tile reduces its whole K (no split-K across CTAs,
 // no atomics). The kernel is chosen by the operands' layout and alignment, never by T: a row
@@ -33,23 +33,12 @@ namespace {
 constexpr std::string_view kOp = "lm_head";
 using detgemm::Major;
 
-// The tensor core's FP32 accumulation drops low bits at each k16 step (it does not round to
-// nearest); over the vocabulary (dhidden, K = 151936) one accumulator came out 5x further from
-// the FP32 reference than cpu_bf16 on the H200 (docs/gpu-runs.md). A reduction longer than
-// kLongK therefore runs in shards of kPromoteK k, each from zero, the shard sums added with
-// round-to-nearest FP32 adds in increasing k; the order depends on K alone.
-constexpr int kLongK = 16384, kPromoteK = 512;
-
 // C[M,N] (bf16, row stride N) = A · B over K (det_gemm_wgmma.cuh).
 void lm_gemm(const bf16* a, std::int64_t lda, Major la, const bf16* b, std::int64_t ldb, Major lb, int M, int N, int K,
              bf16* c) {
   if (M == 0 || N == 0) return;
   detgemm::Problem q = detgemm::product(a, lda, la, b, ldb, lb, M, N, K, 0, K, 1, c, N, false);
-  if (K > kLongK) {
-    q.shard_len = kPromoteK;
-    q.shards = (K + kPromoteK - 1) / kPromoteK;
-    q.split = 0;  // the shards of a tile on one CTA: the tiles fill the machine at these widths
-  }
+  detgemm::promote_long_k(q);  // K above kLongK: shards of kPromoteK folded in FP32
   DeviceArray<float> scratch(detgemm::scratch_floats(q));  // the n256 tiles' running shard total
   q.scratch = scratch.get();
   if (const detgemm::Status s = detgemm::launch_product(q); !s) check(s.error, s.what);

@@ -11,6 +11,8 @@
 # (EVIDENCE_8K_TIMEOUT s for all of it, default 540; OPS names a subset), packed into
 # $OUT/evidence-8k.tgz;
 # suite-8k runs the gpu suite's accuracy and invariance tests on it.
+# SUITE_FILTER narrows suite to Catch2 tags (e.g. "[linear_logp],[accuracy]"); BENCH_OPS names
+# the ops bench times (one run each, into $OUT/bench-OP/; default all).
 # gemm-peers times det_gemm's Triton module against cuBLAS and a plain Triton GEMM at the
 # Qwen3-8B projection shapes, with its bitwise checks (tools/bench/gemm_peers.py), into
 # $OUT/gemm-peers.json; det-gemm runs `bench --op det_gemm` and gemm-peers in the same call, then
@@ -52,7 +54,7 @@ step() {  # step NAME COMMAND...: runs it, logs to $OUT/NAME.log, records the st
 for s in "$@"; do
   case $s in
     env) step env $BIN/ws1check env ;;
-    suite) step suite env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu ;;
+    suite) step suite env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu ${SUITE_FILTER:-} ;;
     suite-real) step suite-real env WS1_GPU_WORKLOAD=ws1-qwen3-8b-dense $BIN/test_gpu ;;
     determinism-real) step determinism-real env WS1_GPU_WORKLOAD=ws1-qwen3-8b-dense $BIN/test_gpu "[determinism]" ;;
     triton-accuracy-real)
@@ -78,7 +80,8 @@ for s in "$@"; do
         ${REFERENCE:+--reference $REFERENCE} --workload $REAL --out "$OUT"
       step invariance $BIN/ws1check invariance --op all --transform all --direction both \
         --backend cuda_bf16 --workload $REAL --out "$OUT" ;;
-    bench) step bench $BIN/ws1check bench --op all --out "$OUT" ;;
+    bench)  # BENCH_OPS: ops timed one after the other (default all), each into $OUT/bench-OP/
+      for op in ${BENCH_OPS:-all}; do step bench-$op $BIN/ws1check bench --op $op --out "$OUT/bench-$op"; done ;;
     bench-det-gemm) step bench-det-gemm $BIN/ws1check bench --op det_gemm --out "$OUT" ;;
     gemm-peers) step gemm-peers python3 tools/bench/gemm_peers.py --out "$OUT/gemm-peers.json" ;;
     det-gemm)
