@@ -44,10 +44,10 @@
 // Epilogue (bf16 output): each quad of lanes transposes its column pairs with two xor shuffles
 // so that a lane holds 8 consecutive columns, one 16-byte store (where c and ldc allow). A fused
 // epilogue (launch_wgmma_fused; linear_logp's row logsumexp and gradient) takes the FP32 tile
-// in registers instead of the store. Two extensions of the register-total tiles (A kK, B kMN):
-// A in two bf16 parts (Problem::a_lo: each shard summed from A, then from A_lo, both folded),
-// and a running total to continue (Problem::c_in: total = c_in + p0 + ..., FP32 in and out),
-// so that a reduction cut into launches folds as one launch would.
+// in registers instead of the store. Two extensions, the tensor-core kernel's alone: A in two
+// bf16 parts (Problem::a_lo: each shard summed from A, then from A_lo, both folded), and, on
+// the register-total tiles (A kK, B kMN), a running total to continue (Problem::c_in: total =
+// c_in + p0 + ..., FP32 in and out), so that a reduction cut into launches folds as one would.
 // The sum of an element depends only on its row of A, its column of B and the shard bounds:
 // never on M, kBN, where the shards ran, the tile position or the launch order (the arrival
 // order picks only which CTA adds the partials, never their order).
@@ -101,12 +101,12 @@ struct Problem {
   // bf16 output: 16-byte stores (each quad of lanes transposes its pairs so that a lane holds
   // 8 consecutive columns; no arithmetic changes) where c and ldc are 16-byte aligned.
   bool vec_store = true;
-  // A second A (a_lo: the same layout and stride as a; A kK, 64- or 128-wide tiles, shards on
-  // one CTA): the product is (A + A_lo) · B with each shard r of k summed twice in turn, A's
-  // then A_lo's, each from zero: the fold order is p0(A), p0(A_lo), p1(A), p1(A_lo), ... (an
-  // FP32 operand split into bf16 hi + lo parts).
+  // A second A (a_lo: the same layout and stride as a; tensor-core kernel, shards on one CTA):
+  // the product is (A + A_lo) · B with each shard r of k summed twice in turn, A's then A_lo's,
+  // each from zero: the fold order is p0(A), p0(A_lo), p1(A), p1(A_lo), ... (an FP32 operand
+  // split into bf16 hi + lo parts). The n256 tiles keep the running total in scratch.
   const bf16* a_lo = nullptr;
-  // The running total to continue (FP32 [M][ld_in]; with the same kernels as a_lo): total =
+  // The running total to continue (FP32 [M][ld_in]; A kK, B kMN, shards on one CTA): total =
   // c_in + p0 + p1 + ... instead of p0 + p1 + ...; may be c itself (FP32 output: each thread
   // reads and writes its own elements).
   const float* c_in = nullptr;
@@ -473,7 +473,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr std::uint32_t kStepA = LA == Major::kK ? 32 : 2048, kStepB = LB == Major::kK ? 32 : 2048;
     constexpr std::uint32_t kLboA = LA == Major::kK ? 16 : 8192, kLboB = LB == Major::kK ? 16 : 8192;
     // This thread's slot of the scratch total (Tile<256>): float4 q at slot[q * 256].
-    float4* slot = T::kTotalInScratch && p.shards > 1 && !p.split
+    float4* slot = T::kTotalInScratch && p.shards * p.parts > 1 && !p.split
                        ? reinterpret_cast<float4*>(p.scratch) + static_cast<std::int64_t>(blockIdx.x) * (kAcc / 4) * 256 +
                              (c * 128 + tid)
                        : nullptr;
@@ -559,7 +559,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 }
               }
             }
-            if (r + 1 < p.shards) {  // the running total waits in the slot for the next shard
+            if (r + 1 < r_hi) {  // the running total waits in the slot for the next shard
 #pragma unroll
               for (int q = 0; q < kAcc / 4; ++q)
                 slot[q * 256] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
@@ -842,10 +842,10 @@ inline bool tma_operands_ok(const Problem& q) {
 // shard's length is a positive multiple of 16 except that the last may end at K (zeros beyond).
 inline bool wgmma_applies(const Problem& q) {
   if (!tma_operands_ok(q) || q.shards < 1 || q.k_len <= 0) return false;
-  if (q.a_lo != nullptr || q.c_in != nullptr) {  // the register total of A kK, B kK-MN tiles
+  if (q.a_lo != nullptr && reinterpret_cast<std::uintptr_t>(q.a_lo) % 16 != 0) return false;
+  if (q.c_in != nullptr) {  // the register total of A kK, B kMN tiles
     if (q.la != Major::kK || q.lb != Major::kMN) return false;
-    if (q.a_lo != nullptr && reinterpret_cast<std::uintptr_t>(q.a_lo) % 16 != 0) return false;
-    if (q.c_in != nullptr && (q.ld_in % 2 != 0 || reinterpret_cast<std::uintptr_t>(q.c_in) % 8 != 0)) return false;
+    if (q.ld_in % 2 != 0 || reinterpret_cast<std::uintptr_t>(q.c_in) % 8 != 0) return false;
   }
   if (q.shard_len > 0 && q.shards != (q.k_len + q.shard_len - 1) / q.shard_len) return false;
   for (int r = 0; r < q.shards; ++r) {
@@ -965,7 +965,7 @@ inline SplitLayout split_layout(const Problem& q, int bn) {
 // Floats of scratch the tensor-core kernel needs for q (the split's partials and counters, or
 // the fused n256 tiles' shard total: 128 x 256 per CTA); 0 when it needs none or does not take q.
 inline std::size_t scratch_floats(const Problem& q) {
-  if (q.M <= 0 || q.N <= 0 || q.shards <= 1 || !wgmma_applies(q)) return 0;
+  if (q.M <= 0 || q.N <= 0 || q.shards * (q.a_lo != nullptr ? 2 : 1) <= 1 || !wgmma_applies(q)) return 0;
   if (split_applies(q)) {  // room for the split (n64, n128) and for the n256 total (a caller may force a width)
     const std::size_t a64 = split_layout(q, 64).total, a128 = split_layout(q, 128).total,
                       b = static_cast<std::size_t>(wgmma_grid(tile_count(q, 256))) * kBM * 256;
@@ -989,11 +989,13 @@ template <Major LA, Major LB, bool kF32Out, int BN, class Epi = StoreC>
 Status launch_wgmma_typed(const Problem& q, const Epi& epi = {}) {
   using T = Tile<BN>;
   auto* kernel = &wgmma_gemm_kernel<LA, LB, kF32Out, BN, Epi>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+  // Set at every launch, not once per process: the translation units that include this header
+  // each hold their own copy of the kernel, and a once-only flag shared between them left the
+  // others' copies at the default limit (seen on the H200: cudaErrorInvalidValue at launch).
+  const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (attr != cudaSuccess) return {attr, "cudaFuncSetAttribute(wgmma_gemm_kernel)"};
   const bool split = !T::kTotalInScratch && split_applies(q);
-  if ((split || T::kTotalInScratch) && q.shards > 1 && q.scratch == nullptr)
+  if ((split || T::kTotalInScratch) && q.shards * (q.a_lo != nullptr ? 2 : 1) > 1 && q.scratch == nullptr)
     return {cudaErrorInvalidValue, "wgmma_gemm_kernel: no scratch for the shard total"};
   KernelArgs args = kernel_args(q, kBM, BN);
   CUtensorMap ma, ma_lo, mb;
@@ -1107,7 +1109,7 @@ inline void promote_long_k(Problem& q) {
 inline Status launch_product(const Problem& q) {
   if (q.a_lo != nullptr || q.c_in != nullptr) {  // the tensor-core kernel's alone
     if (q.k_len == 0 || q.M <= 0 || q.N <= 0 || !wgmma_applies(q))
-      return {cudaErrorInvalidValue, "det_gemm: a_lo / c_in need the tensor-core kernel (A kK, B kMN, TMA operands)"};
+      return {cudaErrorInvalidValue, "det_gemm: a_lo / c_in need the tensor-core kernel (TMA operands; c_in: A kK, B kMN)"};
     return launch_wgmma(q);
   }
   if (q.k_len == 0) {

@@ -32,13 +32,14 @@
 //                               total of the previous slabs is the next slab's start
 //                               (Problem::c_in), so the fold is the same whatever S is (S
 //                               depends on T; the result must not); the last slab rounds once.
-//   wgmma_gemm_kernel           dweight[slab, H] = G_hi_slab^T @ hidden (det_gemm's product, its
-//                               store): each element sums the tokens in increasing 16-wide
-//                               steps, in shards of 512 above 16384 tokens (promote_long_k),
-//                               rounded once (fixed for a given call: the parameter gradient
-//                               reduces over the call's tokens). G_lo is left out: hidden is
-//                               small (unit logits need |hidden| ~ 1/sqrt(H)), so G's bf16
-//                               rounding stays far below dweight's own.
+//   wgmma_gemm_kernel           dweight[slab, H] = (G_hi + G_lo)_slab^T @ hidden (det_gemm's
+//                               product with A in two parts, its store): each element sums the
+//                               tokens in increasing 16-wide steps from G_hi, then from G_lo,
+//                               in shards of 512 above 16384 tokens (promote_long_k), folded in
+//                               FP32, rounded once (fixed for a given call: the parameter
+//                               gradient reduces over the call's tokens). G_hi alone put 2 of
+//                               16384 elements of the smoke scaled_logit dweight past atol on
+//                               the H200 (|hidden| large there).
 // A hidden width that is not a multiple of 8 (TMA needs 16-byte row strides) is uploaded with
 // its rows padded by zero columns: the products' zeros add nothing (TMA reads zeros past H all
 // the same).
@@ -48,7 +49,7 @@
 // its inputs.
 // Not bit-equal to cpu_bf16: the tensor cores' k16 sums differ from the CPU's 32-wide FMA chains,
 // the lse runs in the tile order above, dhidden folds 512-wide shards, and G enters the products
-// as bf16 (hi + lo for dhidden, hi for dweight).
+// as two bf16 parts.
 #include <algorithm>
 #include <climits>
 #include <stdexcept>
@@ -237,14 +238,16 @@ detgemm::Problem dhidden_product(const Inputs& d, const bf16* g_hi, const bf16* 
   return q;
 }
 
-// dweight's rows [v0, v0 + n) = G_hiᵀ · hidden over the call's tokens (g_hi [rows][ldg]): the
-// tokens in increasing 16-wide steps, in shards of kPromoteK above kLongK tokens (lm_head's
-// rule), rounded once.
-detgemm::Problem dweight_product(const Inputs& d, const bf16* g_hi, std::int64_t ldg, std::int64_t n, bf16* out) {
+// dweight's rows [v0, v0 + n) = (G_hi + G_lo)ᵀ · hidden over the call's tokens (g_hi, g_lo
+// [rows][ldg]): the tokens in increasing 16-wide steps, G_hi's then G_lo's, in shards of
+// kPromoteK above kLongK tokens (lm_head's rule), folded in FP32, rounded once.
+detgemm::Problem dweight_product(const Inputs& d, const bf16* g_hi, const bf16* g_lo, std::int64_t ldg, std::int64_t n,
+                                 bf16* out) {
   const int T = static_cast<int>(d.p.rows);
   detgemm::Problem q = detgemm::product(g_hi, ldg, Major::kMN, d.hidden.get(), d.ld, Major::kMN, static_cast<int>(n),
                                         static_cast<int>(d.p.width), T, 0, T, 1, out, d.p.width, false);
   detgemm::promote_long_k(q);
+  q.a_lo = g_lo;
   return q;
 }
 
@@ -299,7 +302,7 @@ ws1::Tensors backward(std::string_view op, const ws1::Tensors& in) {
   const std::int64_t slab = slab_width(p.rows, p.vocab);
   DeviceArray<bf16> g_hi(static_cast<std::size_t>(p.rows * slab)), g_lo(g_hi.size());
   DeviceArray<float> partial(slab < p.vocab ? static_cast<std::size_t>(p.rows * d.ld) : 0);
-  DeviceArray<float> dw_scratch;  // the n256 tiles' running shard total (tokens above kLongK)
+  DeviceArray<float> dw_scratch;  // the n256 tiles' running total over G_hi, G_lo and the shards
   launch_region("linear_logp.grad", [&] {
     for (std::int64_t v0 = 0; v0 < p.vocab; v0 += slab) {
       const std::int64_t v_end = std::min(v0 + slab, p.vocab), n = v_end - v0;
@@ -307,7 +310,7 @@ ws1::Tensors backward(std::string_view op, const ws1::Tensors& in) {
       if (p.width == 0) continue;  // empty gradients: nothing to launch
       launch(dhidden_product(d, g_hi.get(), g_lo.get(), slab, v0, n, v0 == 0 ? nullptr : partial.get(),
                              v_end == p.vocab ? static_cast<void*>(dhidden.get()) : partial.get()));
-      detgemm::Problem q = dweight_product(d, g_hi.get(), slab, n, dweight.get() + v0 * p.width);
+      detgemm::Problem q = dweight_product(d, g_hi.get(), g_lo.get(), slab, n, dweight.get() + v0 * p.width);
       if (dw_scratch.size() < detgemm::scratch_floats(q)) dw_scratch = DeviceArray<float>(detgemm::scratch_floats(q));
       q.scratch = dw_scratch.get();
       launch(q);

@@ -218,12 +218,12 @@ class LinearLogp final : public Op {
   LinearLogp() : Op(*find_op("linear_logp")) {}
   std::vector<TensorDecl> outputs() const override { return {{"logp", DType::kF32}}; }
   // The two gradient products, as lm_head's; the algorithm also recomputes the logits (they are
-  // never stored) and multiplies G in two bf16 parts (hi + lo) into dhidden (D30).
+  // never stored) and multiplies G in two bf16 parts (hi + lo) into dhidden and dweight (D30).
   OpWork work(const Tensors& in, bool backward) const override {
     OpWork w = projection_work(in, backward);
     if (backward && w.gemms.size() == 2) {
       const GemmShape dhidden = w.gemms[0], dweight = w.gemms[1];
-      w.algorithm_gemms = {{dhidden.m, dweight.m, dhidden.n}, dhidden, dhidden, dweight};
+      w.algorithm_gemms = {{dhidden.m, dweight.m, dhidden.n}, dhidden, dhidden, dweight, dweight};
     }
     return w;
   }

@@ -273,8 +273,8 @@ TEST_CASE("linear_logp timing at the real shapes (T=59, H=4096, V=151936)", "[.p
 }
 
 // The bench's cuBLAS peers (docs/decisions.md D30): the two gradient products, as lm_head's,
-// and the four the algorithm computes (logits recomputed, dhidden from G hi and G lo, dweight).
-TEST_CASE("linear_logp work: the gradient products and the algorithm's four", "[ops][linear_logp]") {
+// and the five the algorithm computes (logits recomputed, dhidden and dweight from G hi and G lo).
+TEST_CASE("linear_logp work: the gradient products and the algorithm's five", "[ops][linear_logp]") {
   const Op& op = *find_op_impl("linear_logp");
   const Tensor hidden(DType::kBF16, {27, 64}), weight(DType::kBF16, {1000, 64});
   const OpWork fwd = op.work({{"hidden", hidden}, {"weight", weight}}, false);
@@ -282,13 +282,14 @@ TEST_CASE("linear_logp work: the gradient products and the algorithm's four", "[
   CHECK(fwd.algorithm_gemms.empty());
   const OpWork bwd = op.work({{"hidden", hidden}, {"weight", weight}}, true);
   REQUIRE(bwd.gemms.size() == 2);
-  REQUIRE(bwd.algorithm_gemms.size() == 4);
+  REQUIRE(bwd.algorithm_gemms.size() == 5);
   const auto is = [](const GemmShape& g, std::int64_t m, std::int64_t n, std::int64_t k) {
     return g.m == m && g.n == n && g.k == k;
   };
   CHECK(is(bwd.algorithm_gemms[0], 27, 1000, 64));  // logits = hidden · Wᵀ, again
   CHECK(is(bwd.algorithm_gemms[1], 27, 64, 1000));  // dhidden, G hi
   CHECK(is(bwd.algorithm_gemms[2], 27, 64, 1000));  // dhidden, G lo
-  CHECK(is(bwd.algorithm_gemms[3], 1000, 64, 27));  // dweight
+  CHECK(is(bwd.algorithm_gemms[3], 1000, 64, 27));  // dweight, G hi
+  CHECK(is(bwd.algorithm_gemms[4], 1000, 64, 27));  // dweight, G lo
   CHECK(find_op_impl("lm_head")->work({{"hidden", hidden}, {"weight", weight}}, true).algorithm_gemms.empty());
 }
