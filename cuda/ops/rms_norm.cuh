@@ -36,7 +36,9 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <string_view>
 #include <type_traits>
 
@@ -571,6 +573,39 @@ __global__ void __launch_bounds__(kDwMergeThreads)
   }
 }
 
+// The merge for many blocks (qk_norm's 1024 at 8192 tokens): a block of threads stages the
+// partials of kMergeCols columns, kMergeTile blocks at a time, with coalesced loads, and one
+// thread per column adds them from shared memory in block order from +0, as the merge kernel
+// does: the per-column thread of that kernel waits on global loads 32 at a time.
+constexpr int kMergeCols = 8, kMergeTile = 512, kMergeStagedThreads = 256;
+constexpr std::int64_t kMergeStagedFrom = 128;  // blocks from which launch_dweight_merge stages
+
+template <int kCols>  // a template, as the merge kernel: two .cu files include this header
+__global__ void __launch_bounds__(kMergeStagedThreads)
+    rms_norm_dweight_merge_staged_kernel(const float* __restrict__ partial, bf16* __restrict__ dweight,
+                                         std::int64_t blocks, std::int64_t width) {
+  __shared__ float tile[kMergeTile][kCols + 1];
+  const int t = static_cast<int>(threadIdx.x);
+  for (std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kCols; c0 < width;
+       c0 += static_cast<std::int64_t>(gridDim.x) * kCols) {
+    float s = 0.0f;  // column c0 + t's sum, for t < kCols
+    for (std::int64_t b0 = 0; b0 < blocks; b0 += kMergeTile) {
+      const int n = static_cast<int>(blocks - b0 < kMergeTile ? blocks - b0 : kMergeTile);
+      for (int e = t; e < n * kCols; e += kMergeStagedThreads) {
+        const int bb = e / kCols, j = e % kCols;
+        tile[bb][j] = c0 + j < width ? partial[(b0 + bb) * width + c0 + j] : 0.0f;
+      }
+      __syncthreads();
+      if (t < kCols) {
+#pragma unroll 8
+        for (int bb = 0; bb < n; ++bb) s = __fadd_rn(s, tile[bb][t]);
+      }
+      __syncthreads();
+    }
+    if (t < kCols && c0 + t < width) dweight[c0 + t] = to_bf16(s);
+  }
+}
+
 // Blocks for `items` items of `per_block` each: at least 1, at most kMaxDwBlocks.
 inline unsigned dw_grid(std::int64_t items, int per_block) {
   const std::int64_t b = (items + per_block - 1) / per_block;
@@ -579,6 +614,20 @@ inline unsigned dw_grid(std::int64_t items, int per_block) {
 
 // Row blocks of `rows` rows: the partials workspace holds dw_row_blocks(rows) * width floats.
 inline std::int64_t dw_row_blocks(std::int64_t rows) { return (rows + kDwRows - 1) / kDwRows; }
+
+// dweight [width] from its block partials ([dw_row_blocks(rows), width]; none when rows == 0).
+inline void launch_dweight_merge(const float* partial, bf16* dweight, std::int64_t rows, std::int64_t width) {
+  const std::int64_t blocks = dw_row_blocks(rows);
+  if (blocks >= kMergeStagedFrom) {
+    rms_norm_dweight_merge_staged_kernel<kMergeCols><<<dw_grid(width, kMergeCols), kMergeStagedThreads>>>(partial, dweight,
+                                                                                             blocks, width);
+    check_launch("rms_norm_dweight_merge_staged_kernel");
+    return;
+  }
+  rms_norm_dweight_merge_kernel<kDwMergeUnroll><<<dw_grid(width, kDwMergeThreads), kDwMergeThreads>>>(
+      partial, dweight, blocks, width);
+  check_launch("rms_norm_dweight_merge_kernel");
+}
 
 // dweight [width] from dy, x [rows, width] and the rows' rstd; `partial` is the workspace
 // (unused, and may be null, when rows == 0). width > 0.
@@ -594,9 +643,232 @@ inline void launch_dweight(const bf16* dy, const bf16* x, const float* rstd, flo
           dy, x, rstd, partial, rows, width);
     check_launch("rms_norm_dweight_partial_kernel");
   }
-  rms_norm_dweight_merge_kernel<kDwMergeUnroll><<<dw_grid(width, kDwMergeThreads), kDwMergeThreads>>>(
-      partial, dweight, blocks, width);
-  check_launch("rms_norm_dweight_merge_kernel");
+  launch_dweight_merge(partial, dweight, rows, width);
+}
+
+// ---- fused backward of 128-wide rows: dx and dweight's partials in one pass over x and dy ----
+//
+// The lane kernels read x and dy for dx, and the partials kernel reads them again. For rows of
+// kC chunks (qk_norm's 128-wide heads: kC = 4) one kernel reads them once: a block of threads
+// walks row blocks (kDwRows rows) grid-stride, each in batches of kBatchRows = 256 / kC rows (a
+// thread per chunk of a batch), staged through shared memory by cp.async one batch ahead, across
+// row-block boundaries. Per batch:
+//  - thread (r, c) runs its chunk's fused multiply-adds of x*x and g*x (g = dy*w); one thread
+//    per row adds the row's chunk sums in chunk order from +0 (the lane kernels' and the CPU's
+//    order), giving rstd and coef;
+//  - thread (r, c) forms its chunk of dx, staged and stored coalesced; the thread owning column
+//    j runs dweight's chain for j, acc = fma(dy*x, rstd, acc), over the batch's rows in row order
+//    (dy*x of two bf16 values is exact in float, so it is formed from the staged bf16 again).
+// After a row block's last batch the owners write its partials; the merge kernel adds them in
+// block order. Every operation and its order are the unfused kernels', so the bits are the same
+// (test_gpu "[norm_dweight]").
+// Measured on the H200 (docs/performance.md, "rms_norm / qk_norm backward"): qk_norm's backward
+// at 8192 tokens x 32 heads went from 0.121 to about 0.10 ms. The same design across a cluster
+// for rms_norm's 4096-wide rows (chunk sums exchanged through distributed shared memory) took
+// 172 us against the row and partials kernels' 120: the per-batch row sums and chains serialise
+// each block, and two blocks per SM do not hide them. So other widths keep the unfused kernels.
+constexpr int kFusedThreads = 256;  // = chunks per batch: kBatchRows * kC
+constexpr int kChunkBytes = kChunk * 2;
+
+// Byte offset of 16-byte piece k (0..3) of staged chunk i: pieces rotated by (i / 2) % 4, so
+// the 8 threads of a quarter warp reading piece k of 8 consecutive chunks hit distinct banks.
+__device__ __forceinline__ int fused_piece(int i, int k) { return i * kChunkBytes + ((k ^ ((i >> 1) & 3)) << 4); }
+
+template <int kC>
+struct FusedShape {
+  static constexpr int kWidth = kC * kChunk;
+  static constexpr int kBatchRows = kFusedThreads / kC;
+  static_assert(kFusedThreads % kC == 0 && kDwRows % kBatchRows == 0, "batches tile a row block");
+  static_assert(kWidth <= kFusedThreads, "a thread per column for dweight's chains");
+  static constexpr int kStageBytes = kFusedThreads * kChunkBytes;  // one tensor's batch
+  // Shared memory: x and dy, two batches each; dx of one batch; the chunk sums of one batch
+  // ([chunk][row] float2, rows padded by one against bank conflicts); each row's (rstd, coef).
+  static constexpr int kDxOff = 4 * kStageBytes;
+  static constexpr int kStatsOff = kDxOff + kStageBytes;
+  static constexpr int kRowOff = kStatsOff + kC * (kBatchRows + 1) * 8;
+  static constexpr int kBytes = kRowOff + kBatchRows * 8;
+};
+
+template <int kC>
+__global__ void __launch_bounds__(kFusedThreads, 2)
+    rms_norm_bwd_fused_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                              const bf16* __restrict__ dy, bf16* __restrict__ dx,
+                              float* __restrict__ partial, std::int64_t rows, float eps) {
+  using F = FusedShape<kC>;
+  constexpr std::int64_t kWidth = F::kWidth;
+  constexpr int kR = F::kBatchRows;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int t = static_cast<int>(threadIdx.x);
+  const std::int64_t blocks = (rows + kDwRows - 1) / kDwRows;
+  const int r = t / kC, c = t % kC;  // this thread's chunk of a batch
+  const float inv_width = __fdiv_rn(1.0f, static_cast<float>(kWidth));
+
+  const auto stage = [&](int buf, int tensor) { return smem + (2 * buf + tensor) * F::kStageBytes; };
+  unsigned char* dx_stage = smem + F::kDxOff;
+  float2* stats = reinterpret_cast<float2*>(smem + F::kStatsOff);   // [chunk][kR + 1]
+  float2* row_coef = reinterpret_cast<float2*>(smem + F::kRowOff);  // (rstd, coef) per row
+
+  // The block's row blocks and their batches, one sequence of items.
+  struct Item {
+    std::int64_t b, row0;  // row block, first row of the batch
+    int k, live, batches;  // batch of the row block, its rows, the row block's batches
+  };
+  const auto item = [&](std::int64_t b, int k) {
+    const std::int64_t block_row0 = b * kDwRows;
+    const int block_rows = static_cast<int>(rows - block_row0 < kDwRows ? rows - block_row0 : kDwRows);
+    return Item{b, block_row0 + std::int64_t{k} * kR, k, min(kR, block_rows - k * kR), (block_rows + kR - 1) / kR};
+  };
+  const auto next = [&](const Item& it) {
+    return it.k + 1 < it.batches ? item(it.b, it.k + 1) : item(it.b + gridDim.x, 0);
+  };
+
+  // Piece p of a tensor's batch is piece p % 4 of chunk p / 4 (row p / 4 / kC); rows past the
+  // row block are not loaded (nothing reads them as live).
+  const auto global_at = [&](const Item& it, int p) {
+    const int i = p >> 2;
+    return (it.row0 + i / kC) * kWidth + (i % kC) * kChunk + (p & 3) * 8;
+  };
+  const auto issue = [&](const Item& it, int buf) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int p = t + j * kFusedThreads;
+      if ((p >> 2) / kC < it.live) {
+        const std::int64_t at = global_at(it, p);
+        cp_async16(stage(buf, 0) + fused_piece(p >> 2, p & 3), x + at);
+        cp_async16(stage(buf, 1) + fused_piece(p >> 2, p & 3), dy + at);
+      }
+    }
+    cp_async_commit();
+  };
+  const auto read_chunk = [&](const unsigned char* s, float (&v)[kChunk]) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      float e[8];
+      unpack<8>(Packed<8>{*reinterpret_cast<const uint4*>(s + fused_piece(t, k))}, e);
+#pragma unroll
+      for (int m = 0; m < 8; ++m) v[8 * k + m] = e[m];
+    }
+  };
+
+  uint4 wraw[4];  // this thread's chunk of w, kept as bf16 (registers limit the blocks per SM)
+#pragma unroll
+  for (int k = 0; k < 4; ++k) wraw[k] = *reinterpret_cast<const uint4*>(w + c * kChunk + 8 * k);
+  float acc = 0.0f;  // dweight's chain for column t (t < kWidth)
+
+  Item cur = item(blockIdx.x, 0);
+  if (cur.b < blocks) issue(cur, 0);
+  for (int n = 0; cur.b < blocks; cur = next(cur), ++n) {
+    const int buf = n & 1;
+    const Item nxt = next(cur);
+    if (nxt.b < blocks) {
+      issue(nxt, buf ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    // x and g = dy*w of this thread's chunk (g rounded to float as the CPU stores it); read
+    // from the stage again after the row sums rather than held across them.
+    const auto load_xg = [&](float (&xv)[kChunk], float (&g)[kChunk]) {
+      read_chunk(stage(buf, 0), xv);
+      read_chunk(stage(buf, 1), g);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        float wv[8];
+        unpack<8>(Packed<8>{wraw[kk]}, wv);
+#pragma unroll
+        for (int m = 0; m < 8; ++m) g[8 * kk + m] = __fmul_rn(g[8 * kk + m], wv[m]);
+      }
+    };
+    {
+      float xv[kChunk], g[kChunk], sumsq = 0.0f, dot = 0.0f;
+      load_xg(xv, g);
+#pragma unroll
+      for (int j = 0; j < kChunk; ++j) {
+        sumsq = __fmaf_rn(xv[j], xv[j], sumsq);
+        dot = __fmaf_rn(g[j], xv[j], dot);
+      }
+      stats[c * (kR + 1) + r] = make_float2(sumsq, dot);
+    }
+    __syncthreads();
+    if (t < kR) {
+      float s2 = 0.0f, sd = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kC; ++j) {
+        const float2 v = stats[j * (kR + 1) + t];
+        s2 = __fadd_rn(s2, v.x);
+        sd = __fadd_rn(sd, v.y);
+      }
+      const float rs = row_rstd(s2, kWidth, eps);
+      row_coef[t] = make_float2(rs, __fmul_rn(__fmul_rn(__fmul_rn(__fmul_rn(rs, rs), rs), sd), inv_width));
+    }
+    __syncthreads();
+    {
+      const float2 rc = row_coef[r];
+      float xv[kChunk], g[kChunk];
+      load_xg(xv, g);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        uint4 raw;
+        __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          const int j = 8 * kk + 2 * m;
+          h[m] = __floats2bfloat162_rn(__fsub_rn(__fmul_rn(rc.x, g[j]), __fmul_rn(xv[j], rc.y)),
+                                       __fsub_rn(__fmul_rn(rc.x, g[j + 1]), __fmul_rn(xv[j + 1], rc.y)));
+        }
+        *reinterpret_cast<uint4*>(dx_stage + fused_piece(t, kk)) = raw;
+      }
+    }
+    __syncthreads();
+    // dweight: the owner of column t runs its chain over the batch's rows in order.
+    if (t < kWidth) {
+      const int e = t % kChunk, piece = e >> 3, within = (e & 7) * 2;
+      const auto step = [&](int rr) {
+        const int off = fused_piece(rr * kC + t / kChunk, piece) + within;
+        const float p = __fmul_rn(to_f32(*reinterpret_cast<const bf16*>(stage(buf, 1) + off)),
+                                  to_f32(*reinterpret_cast<const bf16*>(stage(buf, 0) + off)));
+        acc = __fmaf_rn(p, row_coef[rr].x, acc);
+      };
+      if (cur.live == kR) {
+#pragma unroll 8
+        for (int rr = 0; rr < kR; ++rr) step(rr);
+      } else {
+        for (int rr = 0; rr < cur.live; ++rr) step(rr);
+      }
+      if (cur.k + 1 == cur.batches) {  // the row block's last batch: its partial
+        partial[cur.b * kWidth + t] = acc;
+        acc = 0.0f;
+      }
+    }
+    // dx out, coalesced, in issue()'s pieces.
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int p = t + j * kFusedThreads;
+      if ((p >> 2) / kC < cur.live)
+        *reinterpret_cast<uint4*>(dx + global_at(cur, p)) = *reinterpret_cast<const uint4*>(dx_stage + fused_piece(p >> 2, p & 3));
+    }
+    __syncthreads();  // the stage buffer, dx_stage and row_coef are rewritten by the next items
+  }
+}
+
+constexpr int kFusedChunks = 4;  // the one row width (in chunks) the fused backward takes
+
+// dx and dweight's partials for `rows` (> 0) rows of kFusedChunks chunks.
+inline void launch_bwd_fused(const bf16* x, const bf16* w, const bf16* dy, bf16* dx, float* partial,
+                             std::int64_t rows, float eps) {
+  using F = FusedShape<kFusedChunks>;
+  const auto kernel = rms_norm_bwd_fused_kernel<kFusedChunks>;
+  WS1_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, F::kBytes));
+  // As many blocks as fit at once (each walks row blocks grid-stride), at most one per row block.
+  int device = 0, sms = 0, per_sm = 0;
+  WS1_CUDA(cudaGetDevice(&device));
+  WS1_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  WS1_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kFusedThreads, F::kBytes));
+  if (per_sm < 1) throw std::runtime_error("rms_norm_bwd_fused_kernel: no block fits on an SM");
+  const std::int64_t grid = std::min<std::int64_t>(dw_row_blocks(rows), std::int64_t{sms} * per_sm);
+  kernel<<<static_cast<unsigned>(grid), kFusedThreads, F::kBytes>>>(x, w, dy, dx, partial, rows, eps);
+  check_launch("rms_norm_bwd_fused_kernel");
 }
 
 // ---- host side ----
@@ -685,6 +957,11 @@ inline ws1::Tensors backward(std::string_view op, const ws1::Tensors& in, const 
   // repeated region (bench) needs no clearing. Poisoned: one the kernel missed would be a NaN.
   DeviceArray<float> partial = poisoned<float>(static_cast<std::size_t>(dw_row_blocks(s.rows) * s.width));
   launch_region(std::string(op) + ".bwd", [&] {
+    if (s.rows > 0 && s.width == FusedShape<kFusedChunks>::kWidth) {
+      launch_bwd_fused(x.get(), w.get(), dy.get(), dx.get(), partial.get(), s.rows, eps_of(ctx));
+      launch_dweight_merge(partial.get(), dweight.get(), s.rows, s.width);
+      return;
+    }
     if (s.rows > 0) {
       const bool lanes = dispatch_lanes(s.width, [&](auto chunks) {
         constexpr int kC = decltype(chunks)::value;
@@ -710,6 +987,7 @@ inline ws1::Tensors backward(std::string_view op, const ws1::Tensors& in, const 
 // The kernels each direction launches, for the kernel id.
 inline constexpr std::string_view kForwardKernels = "rms_norm_fwd_kernel,rms_norm_fwd_lanes_kernel";
 inline constexpr std::string_view kBackwardKernels =
-    "rms_norm_bwd_kernel,rms_norm_bwd_lanes_kernel,rms_norm_dweight_partial_kernel,rms_norm_dweight_merge_kernel";
+    "rms_norm_bwd_kernel,rms_norm_bwd_lanes_kernel,rms_norm_bwd_fused_kernel,rms_norm_dweight_partial_kernel,"
+    "rms_norm_dweight_merge_kernel,rms_norm_dweight_merge_staged_kernel";
 
 }  // namespace ws1cuda::rms

@@ -3,7 +3,8 @@
 // no rows, fewer rows than a block, exactly one block, one row past it, many blocks with a
 // ragged last one; even widths (the partials kernel's 2-wide loads) and odd ones (1-wide),
 // widths that are not multiples of 8 or 32; qk_norm's 128-wide heads over up to 65536 rows.
-// dx is compared too. Run alone with: test_gpu "[norm_dweight]". And the lane kernels of
+// dx is compared too; 2048, 4096 and 8192 (and 32 to 256 below) run the fused backward, the
+// others the row kernels and the partials kernel. Run alone with: test_gpu "[norm_dweight]". And the lane kernels of
 // narrow rows (widths of 1, 2, 4 or 8 chunks), forward in both orders and backward, at row
 // counts that leave a warp's last row group partly empty: test_gpu "[norm_lanes]".
 #include <cmath>
@@ -68,7 +69,9 @@ TEST_CASE("rms_norm backward equals cpu_bf16 bit for bit across dweight's row bl
   for (const Case c : {Case{0, 64}, Case{0, 37}, Case{1, 4096}, Case{block - 1, 4096}, Case{block, 4096},
                        Case{block + 1, 4096}, Case{16 * block + 4, 4096}, Case{3 * block + 17, 1000},
                        Case{5 * block + 3, 4095}, Case{7 * block, 37}, Case{4 * block + 200, 1},
-                       Case{2 * block + 9, 2}, Case{33 * block + 5, 24}}) {
+                       Case{2 * block + 9, 2}, Case{33 * block + 5, 24}, Case{32 * block, 4096},
+                       Case{3 * block + 5, 2048}, Case{block + 7, 8192}, Case{5, 2048},
+                       Case{600 * block + 3, 8}, Case{130 * block, 5}}) {
     INFO("rows " << c.rows << ", width " << c.width);
     check_bits("rms_norm", true, norm_inputs({c.rows, c.width}, seed), ctx);
     seed += 3;
