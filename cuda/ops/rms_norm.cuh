@@ -30,8 +30,9 @@
 // of kVec columns: 2 for even widths, else 1), reading dy and x straight from global memory
 // with coalesced loads (neighbouring threads, neighbouring columns) and writing FP32 partials
 // to a [row blocks, width] workspace; the merge kernel runs one thread per column over its
-// partials in block order. So qk_norm's 128 columns over 262144 rows are 65536 threads with
-// chains of 256, not 128 threads with chains of 262144.
+// partials in block order (staged through shared memory from 128 row blocks on). For 128-wide
+// rows (qk_norm's heads) one fused kernel computes dx and the partials in a single pass over x
+// and dy instead (section "fused backward of 128-wide rows").
 #pragma once
 
 #include <cuda_bf16.h>
@@ -619,8 +620,8 @@ inline std::int64_t dw_row_blocks(std::int64_t rows) { return (rows + kDwRows - 
 inline void launch_dweight_merge(const float* partial, bf16* dweight, std::int64_t rows, std::int64_t width) {
   const std::int64_t blocks = dw_row_blocks(rows);
   if (blocks >= kMergeStagedFrom) {
-    rms_norm_dweight_merge_staged_kernel<kMergeCols><<<dw_grid(width, kMergeCols), kMergeStagedThreads>>>(partial, dweight,
-                                                                                             blocks, width);
+    rms_norm_dweight_merge_staged_kernel<kMergeCols>
+        <<<dw_grid(width, kMergeCols), kMergeStagedThreads>>>(partial, dweight, blocks, width);
     check_launch("rms_norm_dweight_merge_staged_kernel");
     return;
   }
