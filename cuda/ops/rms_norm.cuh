@@ -138,8 +138,8 @@ template <class T, bool kBackward>
 struct RowStage {
   float x[T::kStaged];
   float g[kBackward ? T::kStaged : 1];
-  float sumsq[T::kTileChunks];
-  float dot[kBackward ? T::kTileChunks : 1];
+  alignas(16) float sumsq[T::kTileChunks];  // read four at a time by the ordered fold
+  alignas(16) float dot[kBackward ? T::kTileChunks : 1];
   float total_sumsq, total_dot;
 };
 
@@ -205,8 +205,19 @@ __device__ RowSums row_sums(RowStage<T, kBackward>& s, int rank, std::int64_t wi
     }
     T::sync();
     if (rank == 0) {
-#pragma unroll 4
-      for (int c = 0; c < chunks; ++c) {
+      // In chunk order; the chunk sums are read four at a time, several loads ahead of the
+      // dependent adds (the fold is the row's serial step).
+      int c = 0;
+#pragma unroll 8
+      for (; c + 4 <= chunks; c += 4) {
+        const float4 q = *reinterpret_cast<const float4*>(s.sumsq + c);
+        acc.sumsq = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(acc.sumsq, q.x), q.y), q.z), q.w);
+        if constexpr (kBackward) {
+          const float4 d = *reinterpret_cast<const float4*>(s.dot + c);
+          acc.dot = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(acc.dot, d.x), d.y), d.z), d.w);
+        }
+      }
+      for (; c < chunks; ++c) {
         acc.sumsq = __fadd_rn(acc.sumsq, s.sumsq[c]);
         if constexpr (kBackward) acc.dot = __fadd_rn(acc.dot, s.dot[c]);
       }
