@@ -11,7 +11,8 @@
 # (EVIDENCE_8K_TIMEOUT s for all of it, default 540; OPS names a subset), packed into
 # $OUT/evidence-8k.tgz;
 # suite-8k runs the gpu suite's accuracy and invariance tests on it.
-# SUITE_FILTER narrows suite to Catch2 tags (e.g. "[linear_logp],[accuracy]"); BENCH_OPS names
+# SUITE_FILTER narrows suite to Catch2 tags (e.g. "[linear_logp],[accuracy]"; passed quoted, and a
+# filter that matches no test fails the step); BENCH_OPS names
 # the ops bench times (one run each, into $OUT/bench-OP/; default all).
 # gemm-peers times det_gemm's Triton module against cuBLAS and a plain Triton GEMM at the
 # Qwen3-8B projection shapes, with its bitwise checks (tools/bench/gemm_peers.py), into
@@ -54,7 +55,7 @@ step() {  # step NAME COMMAND...: runs it, logs to $OUT/NAME.log, records the st
 for s in "$@"; do
   case $s in
     env) step env $BIN/ws1check env ;;
-    suite) step suite env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu ${SUITE_FILTER:-} ;;
+    suite) step suite env WS1_GPU_WORKLOAD=ws1-smoke $BIN/test_gpu --warn NoTests ${SUITE_FILTER:+"$SUITE_FILTER"} ;;
     suite-real) step suite-real env WS1_GPU_WORKLOAD=ws1-qwen3-8b-dense $BIN/test_gpu ;;
     determinism-real) step determinism-real env WS1_GPU_WORKLOAD=ws1-qwen3-8b-dense $BIN/test_gpu "[determinism]" ;;
     triton-accuracy-real)
