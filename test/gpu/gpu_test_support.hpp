@@ -2,12 +2,13 @@
 // (WS1_GPU_WORKLOAD, default ws1-smoke; ws1-qwen3-8b-dense for the real widths, ws1-bench-8k
 // for 8192 tokens) and its known-red list, and where the golds come from (WS1_GPU_REFERENCE:
 // "cpu", the default, or "cuda_fp32", which 8192 tokens need: the CPU references would take
-// hours there).
+// hours there); and a raw-bit comparison of two tensors.
 #pragma once
 
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <string>
@@ -64,6 +65,13 @@ inline RunContext cuda_run_context(const Workload& w) {
   RunContext run = make_run_context(w.contract, w.manifest, w.lock, "cuda_bf16", 0);
   run.reference = gpu_reference();
   return run;
+}
+
+// Same dtype, shape and bytes (any strides: both are compared as contiguous copies).
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return x.nbytes() == 0 || std::memcmp(x.bytes().data(), y.bytes().data(), x.nbytes()) == 0;
 }
 
 }  // namespace ws1::test

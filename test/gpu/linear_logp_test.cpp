@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "bf16_patterns.hpp"
 #include "gpu_test_support.hpp"
@@ -45,12 +44,6 @@ Tensor targets_for(std::int64_t rows, std::int64_t vocab, std::uint32_t seed) {
 
 Tensor first_cols(const Tensor& t, std::int64_t n) { return t.slice(1, 0, n).contiguous(); }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return x.nbytes() == 0 || std::memcmp(x.bytes().data(), y.bytes().data(), x.nbytes()) == 0;
-}
-
 }  // namespace
 
 TEST_CASE("linear_logp: a hidden width off the 8-element grid equals the caller's zero padding", "[gpu][linear_logp]") {
@@ -73,7 +66,7 @@ TEST_CASE("linear_logp: a hidden width off the 8-element grid equals the caller'
     REQUIRE(fwd.ok());
     REQUIRE(fwd_p.ok());
     const Tensor& logp = *find_tensor(*fwd, "logp");
-    CHECK(same_bits(logp, *find_tensor(*fwd_p, "logp")));
+    CHECK(test::same_bits(logp, *find_tensor(*fwd_p, "logp")));
     for (std::int64_t r = 0; r < s.t; ++r) REQUIRE(std::isfinite(logp.data<float>()[r]));
     if (s.h == 0) {  // every logit 0: logp = -log V
       for (std::int64_t r = 0; r < s.t; ++r)
@@ -85,8 +78,8 @@ TEST_CASE("linear_logp: a hidden width off the 8-element grid equals the caller'
         linear_logp(), Tensors{{"hidden", hidden_p}, {"weight", weight_p}, {"targets", targets}, {"dy.logp", dy}}, ctx);
     REQUIRE(bwd.ok());
     REQUIRE(bwd_p.ok());
-    CHECK(same_bits(*find_tensor(*bwd, "dhidden"), first_cols(*find_tensor(*bwd_p, "dhidden"), s.h)));
-    CHECK(same_bits(*find_tensor(*bwd, "dweight"), first_cols(*find_tensor(*bwd_p, "dweight"), s.h)));
+    CHECK(test::same_bits(*find_tensor(*bwd, "dhidden"), first_cols(*find_tensor(*bwd_p, "dhidden"), s.h)));
+    CHECK(test::same_bits(*find_tensor(*bwd, "dweight"), first_cols(*find_tensor(*bwd_p, "dweight"), s.h)));
     // The padding columns' gradients: zero hidden columns get G @ W's zero columns, and so on.
     const Tensor& dh_p = *find_tensor(*bwd_p, "dhidden");
     for (std::int64_t r = 0; r < s.t; ++r)
@@ -133,5 +126,5 @@ TEST_CASE("linear_logp: dhidden's fold does not depend on the backward's slab wi
                                            OpContext{});
   REQUIRE(all.ok());
   REQUIRE(few.ok());
-  CHECK(same_bits(rows_of(*find_tensor(*all, "dhidden"), small), *find_tensor(*few, "dhidden")));
+  CHECK(test::same_bits(rows_of(*find_tensor(*all, "dhidden"), small), *find_tensor(*few, "dhidden")));
 }

@@ -10,7 +10,6 @@
 //      different float32 values (probability of order 2^-28 per entry, rope.cu's comment); the
 //      inputs here are fixed, so this is a fixed check, not a flaky one.
 #include <cstdint>
-#include <cstring>
 
 #include "bf16_patterns.hpp"
 #include "gpu_test_support.hpp"
@@ -25,12 +24,6 @@ Tensor positions_for(Shape shape, std::uint32_t seed) {
   for (std::int64_t t = 0; t < p.numel(); ++t)
     p.data<std::int64_t>()[t] = t % 3 == 0 ? t : static_cast<std::int64_t>(g.next() % (std::int64_t{1} << 29));
   return p;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return x.nbytes() == 0 || std::memcmp(x.bytes().data(), y.bytes().data(), x.nbytes()) == 0;
 }
 
 }  // namespace
@@ -72,9 +65,9 @@ TEST_CASE("rope: its layouts agree bit for bit and equal cpu_bf16", "[gpu][rope]
         return (*r)[0].tensor.contiguous();
       };
       const Tensor a = run(test::cuda_backend(), tok);
-      CHECK(same_bits(flat_head(a), run(test::cuda_backend(), head)));
-      CHECK(same_bits(batched(a), run(test::cuda_backend(), bat)));
-      CHECK(same_bits(a, run(*cpu, tok)));
+      CHECK(test::same_bits(flat_head(a), run(test::cuda_backend(), head)));
+      CHECK(test::same_bits(batched(a), run(test::cuda_backend(), bat)));
+      CHECK(test::same_bits(a, run(*cpu, tok)));
     }
     seed += 3;
   }
