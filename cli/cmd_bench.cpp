@@ -5,7 +5,10 @@
 // 8192-token bench workload), generated but not judged. det_gemm gets more rows: the Qwen3-8B
 // projection shapes (q/o, k/v, gate/up, down) at M = 8192 tokens, forward and backward, and at
 // decode sizes M = 1, 8, 64, forward, on random normal bf16 inputs, each with cuBLAS on the
-// same GEMM shapes in the same run.
+// same GEMM shapes in the same run. attention gets the rows its peers are timed on
+// (kAttentionPeerShapes). `--peers FILE` (tools/bench/peers.py's ws1-peers-v1 file, measured in
+// the same device call) adds each row's ratio to the peers timed on the same shapes
+// (bench_peers.hpp).
 #include <fmt/core.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -16,7 +19,9 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "bench_peers.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpu_environment.hpp"
@@ -41,6 +46,7 @@ struct BenchOptions {
   std::string workload;
   std::string out;
   std::string contract;
+  std::string peers;  // a ws1-peers-v1 file; empty: no peer ratios
   int reps = 50;
   int warmup = 5;
   bool no_flush = false;
@@ -50,6 +56,7 @@ struct BenchOptions {
 
 struct Row {
   std::string op, variant, direction, region;  // variant: "" for the op's default kernels
+  std::string peer_variant;  // the peers-file variant the row's shapes are ("" for none)
   double median_ms = 0, min_ms = 0, max_ms = 0;
   double bytes = 0, flops = 0;
   double cublas_ms = -1;  // same GEMM shapes through cuBLAS; < 0: not GEMM-shaped
@@ -87,6 +94,7 @@ ws1::Result<Row> time_row(const ws1::Op& op, std::string variant, bool backward,
   Row r;
   r.op = std::string(op.name());
   r.variant = std::move(variant);
+  r.peer_variant = r.variant;  // a named variant is its shapes; the default row's are shown apart
   r.direction = backward ? "bwd" : "fwd";
   for (const auto& t : timings) {
     r.region += (r.region.empty() ? "" : "+") + t.region;
@@ -120,6 +128,23 @@ ws1::Result<Row> time_row(const ws1::Op& op, std::string variant, bool backward,
   if (timings.empty())
     spdlog::warn("{} {}: no timed launch region (kernels not wrapped in launch_region)", r.op, r.direction);
   return r;
+}
+
+// The backend's forward or backward of `op` on `in`, timed.
+ws1::Result<Row> time_call(ws1::Backend& backend, const ws1::Op& op, const ws1::OpContext& ctx, std::string variant,
+                           bool backward, const ws1::Tensors& in, const ws1cuda::BenchSettings& settings) {
+  return time_row(op, std::move(variant), backward, in, [&] {
+    return backward ? backend.backward(op, in, ctx) : backend.forward(op, in, ctx);
+  }, settings);
+}
+
+// The directions a row is timed in: forward unless --direction bwd; backward where the row has
+// one, unless --direction fwd.
+std::vector<bool> directions(const BenchOptions& o, bool has_backward) {
+  std::vector<bool> out;
+  if (o.direction != "bwd") out.push_back(false);
+  if (has_backward && o.direction != "fwd") out.push_back(true);
+  return out;
 }
 
 // A [rows, cols] bf16 tensor of standard normal values (Box-Muller over a splitmix64 stream of
@@ -174,18 +199,40 @@ ws1::Result<std::vector<Row>> det_gemm_projection_rows(ws1::Backend& backend, co
     const ws1::Tensor b = random_normal_bf16(p.k, p.n, seed++);
     for (const std::int64_t m : {kTokens, std::int64_t{64}, std::int64_t{8}, std::int64_t{1}}) {
       ws1::Tensors in{{"a", m == kTokens ? a : first_rows(a, m)}, {"b", b}};
-      for (bool backward : {false, true}) {
-        if (backward && (m != kTokens || o.direction == "fwd")) continue;
-        if (!backward && o.direction == "bwd") continue;
+      for (const bool backward : directions(o, m == kTokens)) {
         if (backward) in.push_back({"dy.c", random_normal_bf16(m, p.n, seed++)});
         const std::string variant = fmt::format("{} M={}", p.name, m);
         spdlog::info("bench det_gemm {} {}", variant, backward ? "bwd" : "fwd");
-        auto r = time_row(op, variant, backward, in, [&] {
-          return backward ? backend.backward(op, in, ctx) : backend.forward(op, in, ctx);
-        }, settings);
+        auto r = time_call(backend, op, ctx, variant, backward, in, settings);
         if (!r) return r.error();
         rows.push_back(*r);
       }
+    }
+  }
+  return rows;
+}
+
+// attention at the shapes tools/bench/peers.py times its peers on (kAttentionPeerShapes: one
+// causal sequence of 8192 and of 4096 tokens, forward and backward; decode, 32 sequences of one
+// query against 4096 cached keys, forward), on random normal bf16 inputs [B, H, S, D] without a
+// key_mask, each row named by its shapes (attention_peer_variant).
+ws1::Result<std::vector<Row>> attention_peer_rows(ws1::Backend& backend, const ws1::Op& op, const ws1::OpContext& ctx,
+                                                  const BenchOptions& o, const ws1cuda::BenchSettings& settings) {
+  std::vector<Row> rows;
+  std::uint64_t seed = 20261217;
+  const auto normal = [&seed](std::int64_t b, std::int64_t h, std::int64_t s) {
+    return random_normal_bf16(b * h * s, kPeerHeadDim, seed++).view({b, h, s, kPeerHeadDim});
+  };
+  for (const AttentionPeerShape& s : kAttentionPeerShapes) {
+    ws1::Tensors in{{"q", normal(s.b, kPeerHq, s.sq)}, {"k", normal(s.b, kPeerHkv, s.skv)},
+                    {"v", normal(s.b, kPeerHkv, s.skv)}};
+    const std::string variant = attention_peer_variant(in);
+    for (const bool backward : directions(o, s.backward)) {
+      if (backward) in.push_back({"dy.o", normal(s.b, kPeerHq, s.sq)});
+      spdlog::info("bench attention {} {}", variant, backward ? "bwd" : "fwd");
+      auto r = time_call(backend, op, ctx, variant, backward, in, settings);
+      if (!r) return r.error();
+      rows.push_back(*r);
     }
   }
   return rows;
@@ -200,24 +247,34 @@ ws1::Result<std::vector<Row>> bench_op(ws1::Backend& backend, const ws1::Op& op,
   auto fx = gen.generate(*spec);
   if (!fx) return fx.error();
   const ws1::Tensors& in = fx->tensors;
-  for (bool backward : {false, true}) {
-    if (backward && (op.gradients().empty() || o.direction == "fwd")) continue;
-    if (!backward && o.direction == "bwd") continue;
-    auto r = time_row(op, "", backward, in, [&] {
-      return backward ? backend.backward(op, in, ctx) : backend.forward(op, in, ctx);
-    }, settings);
+  for (const bool backward : directions(o, !op.gradients().empty())) {
+    auto r = time_call(backend, op, ctx, "", backward, in, settings);
     if (!r) return r.error();
+    // The default row meets a peer only where its fixture's shapes are the peer's.
+    if (op.name() == "attention") r->peer_variant = attention_peer_variant(in);
     rows.push_back(*r);
   }
-  if (op.name() == "det_gemm") {
-    auto proj = det_gemm_projection_rows(backend, op, ctx, o, settings);
-    if (!proj) return proj.error();
-    rows.insert(rows.end(), proj->begin(), proj->end());
-  }
+  ws1::Result<std::vector<Row>> more = std::vector<Row>{};
+  if (op.name() == "det_gemm") more = det_gemm_projection_rows(backend, op, ctx, o, settings);
+  if (op.name() == "attention") more = attention_peer_rows(backend, op, ctx, o, settings);
+  if (!more) return more.error();
+  rows.insert(rows.end(), more->begin(), more->end());
   return rows;
 }
 
-int run_bench(const BenchOptions& o) {
+// "<gpu>, torch <v>, cuDNN <v>": the peers file's environment in a few words.
+std::string peers_environment_line(const PeersFile& p) {
+  std::string s;
+  for (const char* key : {"gpu", "torch", "cudnn"}) {
+    const auto it = p.environment.find(key);
+    if (it == p.environment.end()) continue;
+    const std::string value = it->is_string() ? it->get<std::string>() : it->dump();
+    s += (s.empty() ? "" : ", ") + (std::string_view(key) == "gpu" ? value : std::string(key) + " " + value);
+  }
+  return s;
+}
+
+int run_bench(const BenchOptions& o, const std::optional<PeersFile>& peers) {
   ws1::Evidence e = ws1::begin_evidence(cli_argv());
   if (!fill_gpu_environment(e.environment))
     return report(ws1::Error{"bench", "", "needs a CUDA device: " + e.environment.gpu_absent_reason,
@@ -262,7 +319,16 @@ int run_bench(const BenchOptions& o) {
              "median of {} runs after {} warm-up{}\n",
              e.environment.gpu->name, copy.value, peak.value, o.reps, o.warmup,
              o.no_flush ? "" : ", L2 flushed");
-  fmt::print("{:<32}{:<5}{:>10}{:>10}{:>9}{:>8}{:>10}{:>8}{:>12}\n", "op", "dir", "median ms", "GB", "TB/s",
+  if (peers) {
+    fmt::print("peers: {} ({}); x peer = the peer's median / ours\n", peers->path, peers_environment_line(*peers));
+    // Ratios hold for one GPU: a file measured elsewhere is a mistake worth a word.
+    const auto gpu = peers->environment.find("gpu");
+    if (gpu != peers->environment.end() && gpu->is_string() && gpu->get<std::string>() != e.environment.gpu->name)
+      spdlog::warn("peers {}: measured on {}, this run is on {}", peers->path, gpu->get<std::string>(),
+                   e.environment.gpu->name);
+  }
+  constexpr int kLabel = 34;  // "attention (decode B=32 Skv=4096)" and a gap
+  fmt::print("{:<{}}{:<5}{:>10}{:>10}{:>9}{:>8}{:>10}{:>8}{:>12}\n", "op", kLabel, "dir", "median ms", "GB", "TB/s",
              "%copy", "TFLOP/s", "%peak", "x cuBLAS");
   nlohmann::json j;
   j["schema"] = "ws1-bench-v1";
@@ -276,12 +342,14 @@ int run_bench(const BenchOptions& o) {
                    {"det_gemm_k_shards", ctx.k_shards}};
   j["ceilings"] = {{"copy_tbps", copy.value}, {"cublas_bf16_gemm_8192_tflops", peak.value}};
   j["rows"] = nlohmann::json::array();
+  std::size_t peer_rows = 0;  // peer timings shown beside a row of ours
   for (const Row& r : rows) {
     const double s = r.median_ms * 1e-3;
     const double tbps = r.bytes / s / 1e12, tflops = r.flops / s / 1e12;
     const double ratio = r.cublas_ms > 0 ? r.cublas_ms / r.median_ms : 0.0;
     const std::string label = r.variant.empty() ? r.op : r.op + " (" + r.variant + ")";
-    fmt::print("{:<32}{:<5}{:>10.4f}{:>10.3f}{:>9.2f}{:>7.1f}%{:>10}{:>8}{:>12}\n", label, r.direction, r.median_ms,
+    fmt::print("{:<{}}{:<5}{:>10.4f}{:>10.3f}{:>9.2f}{:>7.1f}%{:>10}{:>8}{:>12}\n", label, kLabel, r.direction,
+               r.median_ms,
                r.bytes / 1e9, tbps, 100.0 * tbps / copy.value,
                r.flops > 0 ? fmt::format("{:.1f}", tflops) : "-",
                r.flops > 0 ? fmt::format("{:.1f}%", 100.0 * tflops / peak.value) : "-",
@@ -296,10 +364,35 @@ int run_bench(const BenchOptions& o) {
                          {"ratio_to_cublas", ratio}});
     if (r.cublas_algorithm_ms > 0) {
       const double ra = r.cublas_algorithm_ms / r.median_ms;
-      fmt::print("{:<32}{:<5}  x cuBLAS on the products it computes (D30): {:.2f}\n", "", "", ra);
+      fmt::print("{:<{}}{:<5}  x cuBLAS on the products it computes (D30): {:.2f}\n", "", kLabel, "", ra);
       j["rows"].back()["cublas_algorithm_ms"] = r.cublas_algorithm_ms;
       j["rows"].back()["ratio_to_cublas_algorithm"] = ra;
     }
+    if (peers) {
+      const auto matched = compare_to_peers(*peers, r.op, r.peer_variant, r.direction, r.median_ms);
+      for (const PeerRatio& p : matched) fmt::print("{:<{}}{:<5}  {}\n", "", kLabel, "", describe(p));
+      if (!matched.empty()) {
+        j["rows"].back()["peers"] = peers_json(matched);
+        if (r.variant.empty()) j["rows"].back()["peer_variant"] = r.peer_variant;
+      }
+      peer_rows += matched.size();
+    }
+  }
+  if (peers) {
+    std::vector<TimedRow> timed;
+    for (const Row& r : rows) timed.push_back({r.op, r.variant, r.peer_variant, r.direction, r.median_ms});
+    const std::vector<CombinedRow> combined = combine_fwd_bwd(*peers, timed);
+    if (!combined.empty()) fmt::print("fwd+bwd: our fwd and bwd medians added, against the peer's one fwd+bwd call\n");
+    j["combined"] = nlohmann::json::array();
+    for (const CombinedRow& c : combined) {
+      fmt::print("{:<{}}{:<5}{:>10.4f}\n", c.variant.empty() ? c.op : c.op + " (" + c.variant + ")", kLabel, "f+b",
+                 c.fwd_ms + c.bwd_ms);
+      for (const PeerRatio& p : c.peers) fmt::print("{:<{}}{:<5}  {}\n", "", kLabel, "", describe(p));
+      j["combined"].push_back(combined_json(c));
+      peer_rows += c.peers.size();
+    }
+    j["peers_file"] = peers_file_json(*peers);
+    if (peer_rows == 0) spdlog::warn("peers {}: no row matches a timed row (op, variant, direction)", peers->path);
   }
   if (!o.out.empty()) {
     if (auto made = ws1::make_out_dir(o.out); !made) return report(made.error());
@@ -327,10 +420,20 @@ Command register_bench(CLI::App& app) {
       ->default_str(default_contract());
   sub->add_flag("--no-flush", o->no_flush, "do not flush L2 between timed runs");
   sub->add_option("--out", o->out, "directory for bench-cuda_bf16.json");
+  sub->add_option("--peers", o->peers,
+                  "ws1-peers-v1 file from tools/bench/peers.py (same machine, same call): each row's ratio to its peers");
   return {sub, [o] {
+            // Read before anything runs, so that a bad file is exit 2 on any build and machine.
+            std::optional<PeersFile> peers;
+            if (!o->peers.empty()) {
+              auto p = read_peers_file(o->peers);
+              if (!p) return report(p.error());
+              peers = std::move(*p);
+            }
 #if WS1_HAVE_CUDA
-            return run_bench(*o);
+            return run_bench(*o, peers);
 #else
+            (void)peers;
             return report(ws1::Error{"bench", "", "needs a build with CUDA (this one has none)",
                                      ws1::ExitCode::kEnvironment});
 #endif

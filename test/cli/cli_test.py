@@ -381,6 +381,51 @@ class Fixtures(unittest.TestCase):
             self.assertEqual(len(err.strip().splitlines()), 1, err)
 
 
+class BenchPeers(unittest.TestCase):
+    # --peers is read before anything runs, so a bad file is exit 2 on any build and machine.
+    def peers(self, **edit):
+        j = {"schema": "ws1-peers-v1", "environment": {"gpu": "NVIDIA H200", "torch": "2.9.0"},
+             "rows": [{"op": "attention", "variant": "causal S=8192", "direction": "fwd", "peer": "cudnn_sdpa",
+                       "median_ms": 4.0, "tflops": 300.0}]}
+        for k, v in edit.items():
+            if k == "row":
+                j["rows"][0].update(v)
+            else:
+                j[k] = v
+        return json.dumps(j)
+
+    def test_bad_peers_file_exit_2_one_line_nothing_written(self):
+        with tempfile.TemporaryDirectory() as d:
+            out_dir = os.path.join(d, "out")
+            cases = [("absent.json", None, "cannot open"), ("text.json", "not json", "$: not valid JSON"),
+                     ("schema.json", self.peers(schema="ws1-gemm-peers-v1"), "schema: expected"),
+                     ("median.json", self.peers(row={"median_ms": 0}), "rows[0].median_ms: must be positive"),
+                     ("peer.json", self.peers(row={"peer": ""}), "rows[0].peer: must be a non-empty string")]
+            for name, text, where in cases:
+                path = os.path.join(d, name)
+                if text is not None:
+                    with open(path, "w") as f:
+                        f.write(text)
+                rc, out, err = run("bench", "--op", "attention", "--peers", path, "--out", out_dir)
+                self.assertEqual(rc, 2, (name, err))
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertTrue(err.startswith(f"ws1check: error: {path}: {where}"), (name, err))
+            self.assertFalse(os.path.exists(out_dir))
+
+    def test_good_peers_file_passes_to_the_device_check(self):
+        rc, out, err = run("env", "--json")
+        if json.loads(out)["environment"]["gpu"] is not None:
+            self.skipTest("a GPU is present")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "peers.json")
+            with open(path, "w") as f:
+                f.write(self.peers())
+            rc, out, err = run("bench", "--op", "attention", "--peers", path, "--out", os.path.join(d, "out"))
+            self.assertEqual(rc, 3, err)
+            self.assertRegex(err, r"needs a (CUDA device|build with CUDA)")
+            self.assertEqual(sorted(os.listdir(d)), ["peers.json"])
+
+
 if __name__ == "__main__":
     WS1CHECK = os.path.abspath(sys.argv.pop(1))
     ROOT = os.path.abspath(sys.argv.pop(1))
