@@ -5,7 +5,7 @@
 #   STEP: env suite suite-real determinism-real sanitizer evidence bench parity-manifest
 #         parity-sweep parity-kv triton-smoke triton-evidence audit gate-smoke gate-real
 #         bench-det-gemm reference reference-real evidence-gpuref triton-accuracy-real judge
-#         gate-real-bg bg bg-wait evidence-8k suite-8k acc-ops gemm-peers det-gemm
+#         gate-real-bg bg bg-wait evidence-8k suite-8k acc-ops gemm-peers det-gemm peers
 # evidence-8k runs accuracy (golds from cuda_fp32) and invariance on the 8192-token workload
 # (fixtures/ws1-bench-8k.json), one op per run so that each finished op leaves its evidence
 # (EVIDENCE_8K_TIMEOUT s for all of it, default 540; OPS names a subset), packed into
@@ -20,6 +20,9 @@
 # det_gemm's accuracy (golds from cuda_fp32; on the Qwen3-8B workload and at 8192 tokens) and
 # invariance on cuda_bf16 and triton_cuda_bf16, packed with the logs into $OUT/det-gemm.tgz
 # (beside it: bench-cuda_bf16.json, gemm-peers.json and det-gemm.log, all the steps' logs).
+# peers times attention's peers (cuDNN and flash SDPA, flash_attn, flex_attention:
+# tools/bench/peers.py) into $OUT/peers.json, then `bench --op attention --peers` against that
+# file in the same call (bench-cuda_bf16.json: each row's x_peer).
 # gate-real-bg starts gate-real in its own process session (it outlives the call while the
 # machine stays warm), from a copy of the binaries, logging to /tmp/ws1-bg; bg does the same for
 # the steps named in BG_STEPS (their environment passes through); bg-wait waits for either
@@ -85,6 +88,10 @@ for s in "$@"; do
       for op in ${BENCH_OPS:-all}; do step bench-$op $BIN/ws1check bench --op $op --out "$OUT/bench-$op"; done ;;
     bench-det-gemm) step bench-det-gemm $BIN/ws1check bench --op det_gemm --out "$OUT" ;;
     gemm-peers) step gemm-peers python3 tools/bench/gemm_peers.py --out "$OUT/gemm-peers.json" ;;
+    peers)
+      # Back to back on one machine: a ratio to a peer holds for one GPU and one run.
+      step peers-py python3 tools/bench/peers.py --out "$OUT/peers.json"
+      step peers-bench $BIN/ws1check bench --op attention --peers "$OUT/peers.json" --out "$OUT" ;;
     det-gemm)
       # The two timings first and back to back (one machine, one call), then the judgments.
       step dg-bench $BIN/ws1check bench --op det_gemm --out "$OUT"
