@@ -11,6 +11,11 @@
 // of a tile get probability exactly 0 (a select, never -inf arithmetic); rows past a tensor's
 // end are zero-filled.
 //
+// The forward at head_dim 128 (Qwen3's) runs on the tensor-core kernel of attention_wgmma.cuh
+// (TMA, wgmma, warp specialisation; 128-key tiles by rank, P V in fp16: its own declared order is
+// that file's comment), after attention_prep_kernel and, with a key mask that hides a key,
+// attention_pack_keys_kernel. Every other head_dim, and the backward, run the kernels below.
+//
 // Kernels (128 threads = 4 warps; a warp owns 16 rows of a 64-row tile; D is zero-padded to
 // DP in {32, 64, 128, 256} in shared memory, so any head_dim 1..256 works):
 // - attention_fwd_kernel, one block per (b, h, 64 query rows). Per key tile, in order:
@@ -61,12 +66,14 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <type_traits>
 
 #include "attention.hpp"
+#include "attention_wgmma.cuh"
 #include "op_support.hpp"
 #include "registry.hpp"
 #include "ws1cuda/device_array.cuh"
@@ -87,6 +94,8 @@ constexpr int kPad = 8;        // bf16 per smem row beyond DP: conflict-free ldm
 constexpr int kMaxHeadDim = 256;
 constexpr int kChunkCols = 128;  // dq / dk / dv columns per block (register budget)
 constexpr int kPassQ = 16;       // queries per pass of attention_dkdv_kernel (register budget)
+// The P V operand of the head_dim-128 forward (attention_wgmma.cuh).
+constexpr attn::PvMode kForwardPv = attn::PvMode::kFp16;
 static_assert(kPassQ % 16 == 0 && kTile % kPassQ == 0, "a pass is whole MMA k-steps of a tile");
 
 template <int DP>
@@ -347,6 +356,29 @@ __global__ void __launch_bounds__(kPrepThreads)
       else hi = mid;
     }
     vis[static_cast<std::int64_t>(b) * sq + i] = lo;
+  }
+}
+
+// With a key mask, the wgmma forward reads each (b, kv head)'s valid keys packed in order
+// (rank r at row r) and zeros after them: one 16-byte chunk per thread, grid-stride.
+__global__ void attention_pack_keys_kernel(const bf16* k, const bf16* v, const int* kidx, const int* nvalid, int hkv,
+                                           int skv, bf16* kp, bf16* vp) {
+  constexpr int kChunks = attn::kD / 8;
+  const std::int64_t total = static_cast<std::int64_t>(gridDim.y) * skv * kChunks;  // gridDim.y = B * Hkv
+  const int bkv = static_cast<int>(blockIdx.y), b = bkv / hkv, n = nvalid[b];
+  const std::int64_t head = static_cast<std::int64_t>(bkv) * skv * attn::kD;
+  for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; c < total / gridDim.y;
+       c += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const int rank = static_cast<int>(c / kChunks), col = static_cast<int>(c % kChunks) * 8;
+    const std::int64_t dst = head + static_cast<std::int64_t>(rank) * attn::kD + col;
+    uint4 kw = make_uint4(0, 0, 0, 0), vw = kw;
+    if (rank < n) {
+      const std::int64_t src = head + static_cast<std::int64_t>(kidx[static_cast<std::int64_t>(b) * skv + rank]) * attn::kD + col;
+      kw = *reinterpret_cast<const uint4*>(k + src);
+      vw = *reinterpret_cast<const uint4*>(v + src);
+    }
+    *reinterpret_cast<uint4*>(kp + dst) = kw;
+    *reinterpret_cast<uint4*>(vp + dst) = vw;
   }
 }
 
@@ -799,6 +831,30 @@ void launch_forward(const Params& p) {
   launch(attention_fwd_kernel<DP, kBackward>, "attention_fwd_kernel", blocks, fwd_smem_bytes<DP>(), p);
 }
 
+// head_dim 128: the tensor-core forward (attention_wgmma.cuh; its declared order is in that file's
+// comment). With a key mask that hides any key, the valid keys are packed first.
+void forward_wgmma(const AttentionInputs& x, const KeyList& keys, const DeviceArray<bf16>& q,
+                   const DeviceArray<bf16>& k, const DeviceArray<bf16>& v, DeviceArray<bf16>& o) {
+  const AttentionDims& n = x.n;
+  const bool masked = std::find(x.valid.begin(), x.valid.end(), std::uint8_t{0}) != x.valid.end();
+  DeviceArray<bf16> kp, vp;
+  if (masked && n.skv > 0) {
+    kp = DeviceArray<bf16>(static_cast<std::size_t>(x.k->numel()));
+    vp = DeviceArray<bf16>(static_cast<std::size_t>(x.v->numel()));
+    const std::int64_t chunks = n.skv * (attn::kD / 8);
+    const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>((chunks + 255) / 256, 1024)),
+                    static_cast<unsigned>(n.b * n.hkv));
+    attention_pack_keys_kernel<<<grid, 256>>>(k.get(), v.get(), keys.kidx.get(), keys.nvalid.get(),
+                                              static_cast<int>(n.hkv), static_cast<int>(n.skv), kp.get(), vp.get());
+    check_launch("attention_pack_keys_kernel");
+  }
+  const attn::Status st = attn::launch_attention_fwd<kForwardPv>(
+      q.get(), masked ? kp.get() : k.get(), masked ? vp.get() : v.get(), o.get(), keys.vis.get(),
+      static_cast<int>(n.b), static_cast<int>(n.hq), static_cast<int>(n.hkv), static_cast<int>(n.sq),
+      static_cast<int>(n.skv), x.scale);
+  check(st.error, st.what);
+}
+
 ws1::Result<ws1::Tensors> attention_forward(const ws1::Tensors& in, const ws1::OpContext&) {
   return ws1::ops::guarded(kAttentionOp, [&] {
     const AttentionInputs x = ws1::ops::check_attention_inputs(in, /*backward=*/false);
@@ -808,13 +864,17 @@ ws1::Result<ws1::Tensors> attention_forward(const ws1::Tensors& in, const ws1::O
     if (n.b * n.hq * n.sq > 0) {
       const KeyList keys = prepare_keys(x);
       const DeviceArray<bf16> q = upload_bf16(*x.q), k = upload_bf16(*x.k), v = upload_bf16(*x.v);
-      Params p = make_params(n, x.scale, keys);
-      p.q = q.get();
-      p.k = k.get();
-      p.v = v.get();
-      p.o = o.get();
-      launch_region("attention.fwd",
-                    [&] { with_padded_dim(n.d, [&](auto dp) { launch_forward<decltype(dp)::value, false>(p); }); });
+      if (n.d == attn::kD) {
+        launch_region("attention.fwd", [&] { forward_wgmma(x, keys, q, k, v, o); });
+      } else {
+        Params p = make_params(n, x.scale, keys);
+        p.q = q.get();
+        p.k = k.get();
+        p.v = v.get();
+        p.o = o.get();
+        launch_region("attention.fwd",
+                      [&] { with_padded_dim(n.d, [&](auto dp) { launch_forward<decltype(dp)::value, false>(p); }); });
+      }
     }
     return ws1::Tensors{{"o", download_bf16(o, x.q->shape())}};
   });
@@ -868,7 +928,8 @@ ws1::Result<ws1::Tensors> attention_backward(const ws1::Tensors& in, const ws1::
 
 const CudaOp& attention_cuda() {
   static const CudaOp op{"attention", attention_forward, attention_backward,
-                         "attention_prep_kernel,attention_fwd_kernel",
+                         "attention_prep_kernel,attention_pack_keys_kernel (key mask),attention_fwd_wgmma_kernel (head_dim 128) | "
+                         "attention_fwd_kernel",
                          "attention_prep_kernel,attention_fwd_kernel,attention_dq_kernel,attention_dkdv_kernel"};
   return op;
 }

@@ -207,6 +207,29 @@ __device__ __forceinline__ void tma_load_2d(std::uint32_t dst, const CUtensorMap
       : "memory");
 }
 
+// Quad transpose of 32-bit words: lane q (= lane % 4) of a quad holds x[j] = word j of a 4 x 4
+// block row q; afterwards it holds column q (x[k] = lane k's former x[q]). Two xor-shuffle
+// rounds; no arithmetic. A C-fragment epilogue uses it so that a lane holds 8 consecutive bf16
+// columns of one row (the quad's pairs at columns 8 j + 2 q, j = 4 g .. 4 g + 3) for one
+// 16-byte store.
+__device__ __forceinline__ void quad_transpose(std::uint32_t (&x)[4], int q4) {
+  const bool bq = (q4 & 1) != 0, aq = (q4 & 2) != 0;
+#pragma unroll
+  for (int cc = 0; cc < 2; ++cc) {
+    const std::uint32_t send = bq ? x[2 * cc] : x[2 * cc + 1];
+    const std::uint32_t recv = __shfl_xor_sync(0xffffffffu, send, 1);
+    x[2 * cc] = bq ? recv : x[2 * cc];
+    x[2 * cc + 1] = bq ? x[2 * cc + 1] : recv;
+  }
+#pragma unroll
+  for (int d = 0; d < 2; ++d) {
+    const std::uint32_t send = aq ? x[d] : x[2 + d];
+    const std::uint32_t recv = __shfl_xor_sync(0xffffffffu, send, 2);
+    x[d] = aq ? recv : x[d];
+    x[2 + d] = aq ? x[2 + d] : recv;
+  }
+}
+
 // A shared-memory matrix descriptor with the 128-byte swizzle (layout type 1).
 __device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t addr, std::uint32_t lbo, std::uint32_t sbo) {
   std::uint64_t d = 0;
@@ -676,7 +699,6 @@ __global__ void __launch_bounds__(kThreads, 1)
           // columns 8 j + 2 q; two xor-shuffle rounds leave it the pairs k = 0..3 at columns
           // 8 (4 g + q) + 2 k, that is 8 consecutive columns, one 16-byte store.
           const int q4 = lane & 3;
-          const bool bq = (q4 & 1) != 0, aq = (q4 & 2) != 0;
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int row = row0 + 8 * h;
@@ -689,20 +711,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const __nv_bfloat162 v2 = __floats2bfloat162_rn(res[4 * j + 2 * h], res[4 * j + 2 * h + 1]);
                 x[jj] = *reinterpret_cast<const std::uint32_t*>(&v2);
               }
-#pragma unroll
-              for (int cc = 0; cc < 2; ++cc) {
-                const std::uint32_t send = bq ? x[2 * cc] : x[2 * cc + 1];
-                const std::uint32_t recv = __shfl_xor_sync(0xffffffffu, send, 1);
-                x[2 * cc] = bq ? recv : x[2 * cc];
-                x[2 * cc + 1] = bq ? x[2 * cc + 1] : recv;
-              }
-#pragma unroll
-              for (int d = 0; d < 2; ++d) {
-                const std::uint32_t send = aq ? x[d] : x[2 + d];
-                const std::uint32_t recv = __shfl_xor_sync(0xffffffffu, send, 2);
-                x[d] = aq ? recv : x[d];
-                x[2 + d] = aq ? x[2 + d] : recv;
-              }
+              quad_transpose(x, q4);
               if (row < p.M) {
                 const int col = tn * BN + 8 * (4 * g + q4);
                 bf16* out = static_cast<bf16*>(p.c) + static_cast<std::int64_t>(row) * p.ldc + col;

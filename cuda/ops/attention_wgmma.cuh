@@ -1,0 +1,572 @@
+// attention's forward on Hopper tensor cores (sm_90a: TMA, wgmma, warp specialisation), head_dim
+// 128. Self-contained (CUDA headers and det_gemm_wgmma.cuh's PTX wrappers) so that a standalone
+// probe can include it; cuda/ops/attention.cu wraps it into the op.
+//
+// What a row computes (the declared order of this kernel; the op's definition is at the top of
+// lib/ops/attention.cpp): the keys of a (batch row, kv head) are its valid keys in index order,
+// cut into tiles of kBN = 128 by rank. Row i visits the tiles up to its last visible key, in
+// order; per tile:
+//   x_j = s_j * (scale * log2 e)  (s_j = q_i . k_j by wgmma: bf16 products, FP32 accumulation in
+//         k16 steps over d in order), x_j = -inf where key j is not visible;
+//   m_new = max(m, max_j x_j); alpha = 2^(m - m_new); p_j = 2^(x_j - m_new) (ex2.approx; 0 where
+//         invisible); tile_sum = a fixed tree (each lane its 32 keys in column order, then a
+//         quad butterfly); l = fma(l, alpha, tile_sum);
+//   acc = acc * alpha + P V (wgmma, k16 steps of keys in order).
+// A row that sees no key of a tile keeps m, l and acc exactly. o = acc / l, rounded to bf16
+// once; a row without any visible key gives o = 0. Every quantity of row i depends only on q_i,
+// the keys it sees and the tile boundaries (ranks), never on Sq, the batch, the padding, the
+// other rows of its CTA or the launch: prefill, chunked prefill and decode rows agree bit for bit.
+//
+// The P V operand (PvMode):
+//   kFp16: P and V in fp16 (11 significand bits for P, against bf16's 8: the product o = sum p v
+//     cancels where v changes sign, and one bf16 rounding of P was red against the FP32 gold on
+//     outlier-channel inputs). V is converted in shared memory by the producer warpgroup, key row
+//     by key row: bf16 -> fp16 is exact for 2^-17 <= |v| <= 65280 and 0; smaller magnitudes
+//     round to fp16's subnormal grid (absolute error <= 2^-25). A key whose row holds a larger
+//     magnitude is scaled by 2^-e (e = its bf16 exponent above 2^15, at most 15) and its p
+//     multiplied by 2^e before the fp16 rounding, so the product is the same and nothing
+//     overflows; the exponent depends on the key's own row only (invariance holds).
+//   kBf16Split: P as a bf16 hi + lo pair (~16 bits), V in bf16 as loaded: two wgmmas per k16 step.
+//
+// Rows: the group's query heads are packed (as FlashAttention-3's PackGQA): the rows of one
+// (batch row, kv head) are r = hl * Sq + i (hl the query head within the group), contiguous in
+// q and o's [B, Hq, Sq, D] layout; a CTA takes 128 of them, so decode (Sq = 1) puts the group's
+// heads in one CTA and reads the KV once per kv head. CTA = 3 warpgroups: warpgroup 0 loads (one
+// thread issues the TMA copies: Q once, K and V tiles into a ring of kStages; in kFp16 mode its
+// 128 threads then convert V, one key row each); warpgroups 1 and 2 each own 64 rows (setmaxnreg
+// 232 / 40). A consumer warpgroup whose rows all lie past the CTA's last row issues no wgmma.
+// K and V are read through 3-D tensor maps [B * Hkv][Skv][D]: keys past Skv are zero-filled.
+// With a key mask, the caller packs the valid keys of each (b, kv head) in order first.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "det_gemm_wgmma.cuh"
+
+namespace ws1cuda::attn {
+
+using bf16 = __nv_bfloat16;
+using detgemm::Status;
+
+enum class PvMode { kFp16, kBf16Split };
+
+inline constexpr int kD = 128;   // head_dim this kernel takes
+inline constexpr int kBM = 128;  // query rows per CTA (two consumer warpgroups of 64)
+inline constexpr int kBN = 128;  // keys per tile
+inline constexpr int kThreads = 384;
+
+template <int kStages>
+struct Layout {
+  static constexpr int kQBytes = kBM * kD * 2;  // d halves {64 d, 128 rows} at +0, +16 KiB
+  static constexpr int kKBytes = kBN * kD * 2;  // d halves {64 d, 128 keys} at +0, +16 KiB
+  static constexpr int kVBytes = kBN * kD * 2;  // key halves at +0, +16 KiB; d halves {64 d, 64 keys} at +0, +8 KiB
+  static constexpr int kStageBytes = kKBytes + kVBytes;
+  static constexpr int kStage0 = kQBytes;
+  static constexpr int kBars = kStage0 + kStages * kStageBytes;  // full_q, full_k[S], full_v[S], ready_v[S], empty[S]
+  static constexpr int kExp = kBars + 128;  // (8 * (1 + 4 kStages) bytes of barriers) per stage: 128 key exponents, 4 warp flags
+  static_assert(8 * (1 + 4 * kStages) <= 128, "barriers fit");
+  static constexpr int kExpStride = kBN + 16;
+  static constexpr int kBytes = kExp + kStages * kExpStride + 1024 /* alignment */;
+};
+
+struct FwdArgs {
+  bf16* o = nullptr;         // [B * Hq * Sq][D]
+  const int* vis = nullptr;  // [B][Sq]: valid keys row i sees (a prefix of the key list)
+  int b = 0, hkv = 0, sq = 0, group = 1;
+  float scale_log2 = 0.0f;  // scale * log2(e), rounded to FP32 once
+  int tiles_per_kv = 0;     // ceil(group * Sq / kBM)
+};
+
+// ---- PTX wrappers beyond det_gemm's ------------------------------------------------------------
+
+__device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const CUtensorMap* map, std::uint32_t bar, int c0,
+                                            int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+      "[%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// d += A · B for one m64n128k16 step, A (64 x 16) from registers in the C-fragment order of a
+// 64 x 16 block (a[0]: row g, k 2c..2c+1; a[1]: row g + 8; a[2]: k + 8; a[3]: both), B from
+// shared memory through its descriptor, N-major (transposed). kF16: fp16 operands, else bf16.
+template <bool kF16>
+__device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t db) {
+#define WS1_WGMMA_RS(TYPE)                                                                                            \
+  asm volatile(                                                                                                       \
+      "{\n"                                                                                                           \
+      ".reg .pred p;\n"                                                                                               \
+      "setp.ne.b32 p, 1, 0;\n"                                                                                        \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " "                                                \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                       \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                              \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                              \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                              \
+      "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n"                                                                      \
+      "}\n"                                                                                                           \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),   \
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),        \
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),       \
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),       \
+        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),       \
+        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),       \
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),       \
+        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                     \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
+  if constexpr (kF16)
+    WS1_WGMMA_RS("f16");
+  else
+    WS1_WGMMA_RS("bf16");
+#undef WS1_WGMMA_RS
+}
+
+__device__ __forceinline__ std::uint32_t pack_half2(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);  // .x (lower address) = lo
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+__device__ __forceinline__ std::uint32_t pack_bf162(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+// x - bf16(x), exact in FP32; 0 where hi is not finite (no inf - inf).
+__device__ __forceinline__ float bf16_rest(float x) {
+  const float h = __bfloat162float(__float2bfloat16_rn(x));
+  return isfinite(h) ? __fsub_rn(x, h) : 0.0f;
+}
+
+__device__ __forceinline__ float quad_max4(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum4(float v) {  // fixed butterfly
+  v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// ---- V to fp16, in place ------------------------------------------------------------------------
+
+// Thread k (0..127) of the producer warpgroup converts key row k of the V tile at `v` (its two
+// d halves: 128-byte rows of 128-byte-swizzled boxes; the swizzle only permutes the 16-byte
+// chunks within a row, and the conversion is per element, so the row is read in any chunk
+// order: thread k starts at chunk k % 8, which keeps a quarter-warp's accesses on distinct banks).
+// Returns the key's exponent e (V row scaled by 2^-e).
+__device__ __forceinline__ int convert_v_row(unsigned char* v, int k) {
+  unsigned char* row = v + (k / 64) * 16384 + (k % 64) * 128;
+  unsigned mx = 0;  // the largest |v| as bf16 bits (monotone in the magnitude; NaN above inf)
+#pragma unroll
+  for (int n = 0; n < 16; ++n) {
+    const int chunk = (n + k) % 8, half = n / 8;
+    const uint4 w = *reinterpret_cast<const uint4*>(row + half * 8192 + chunk * 16);
+    const unsigned ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) mx = max(mx, max(ws[j] & 0x7fffu, (ws[j] >> 16) & 0x7fffu));
+  }
+  // bf16 biased exponent 142 holds [2^15, 2^16): its largest value, 65280, is fp16-exact.
+  const int e = min(15, max(0, static_cast<int>(mx >> 7) - 142));
+  const float s = __int_as_float((127 - e) << 23);  // 2^-e
+#pragma unroll
+  for (int n = 0; n < 16; ++n) {
+    const int chunk = (n + k) % 8, half = n / 8;
+    uint4* p = reinterpret_cast<uint4*>(row + half * 8192 + chunk * 16);
+    const uint4 w = *p;
+    const unsigned ws[4] = {w.x, w.y, w.z, w.w};
+    unsigned out[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      out[j] = pack_half2(__fmul_rn(__uint_as_float(ws[j] << 16), s), __fmul_rn(__uint_as_float(ws[j] & 0xffff0000u), s));
+    *p = make_uint4(out[0], out[1], out[2], out[3]);
+  }
+  return e;
+}
+
+// ---- The kernel ---------------------------------------------------------------------------------
+
+template <PvMode kMode, int kStages, bool kOverlap, bool kPingPong>
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_fwd_wgmma_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                               const __grid_constant__ CUtensorMap map_v, const FwdArgs p) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  using L = Layout<kStages>;
+  using namespace ws1cuda::detgemm;
+  constexpr bool kF16 = kMode == PvMode::kFp16;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) &
+                                                         ~static_cast<std::uintptr_t>(1023));
+  const std::uint32_t base = smem_u32(smem);
+  const std::uint32_t full_q = base + L::kBars, full_k0 = full_q + 8, full_v0 = full_k0 + 8 * kStages,
+                      ready_v0 = full_v0 + 8 * kStages, empty0 = ready_v0 + 8 * kStages;
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+
+  // The CTA's rows: [r0, r0 + kBM) of the (batch row, kv head)'s group * Sq rows, heaviest first
+  // (with Sq a multiple of kBM: the last tiles of every head of the group, then the earlier ones).
+  const int nkv = p.b * p.hkv, rows = p.group * p.sq;
+  const int bkv = static_cast<int>(blockIdx.x) % nkv, order = static_cast<int>(blockIdx.x) / nkv;
+  int tile;
+  if (p.sq % kBM == 0) {
+    const int qt = p.sq / kBM;
+    tile = (order % p.group) * qt + (qt - 1 - order / p.group);
+  } else {
+    tile = p.tiles_per_kv - 1 - order;
+  }
+  const int r0 = tile * kBM, b = bkv / p.hkv;
+  const int* vis = p.vis + static_cast<std::int64_t>(b) * p.sq;
+  const int last = min(rows, r0 + kBM) - 1;
+  const bool spans = r0 / p.sq != last / p.sq;  // rows of two query heads: counts restart at i = 0
+  const int max_count = vis[spans ? p.sq - 1 : last % p.sq];
+  const int min_count = vis[spans ? 0 : r0 % p.sq];
+  const int n_tiles = (max_count + kBN - 1) / kBN;
+  const int full_tiles = min_count / kBN;  // every row of the CTA sees all keys of these tiles
+  const std::int64_t q_row0 = static_cast<std::int64_t>(bkv) * rows + r0;
+
+  if (threadIdx.x == 0) {
+    detgemm::mbar_init(full_q, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full_k0 + 8 * s, 1);
+      mbar_init(full_v0 + 8 * s, 1);
+      mbar_init(ready_v0 + 8 * s, 128);
+      mbar_init(empty0 + 8 * s, 8);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- Producer: TMA (thread 0), then the V conversion (kFp16, all 128 threads) ----
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    const int tid = static_cast<int>(threadIdx.x);
+    const auto issue = [&](int t) {  // K and V of tile t into stage t % kStages
+      const int s = t % kStages;
+      mbar_wait(empty0 + 8 * s, (static_cast<unsigned>(t / kStages) & 1u) ^ 1u);
+      const std::uint32_t sk = base + L::kStage0 + s * L::kStageBytes, sv = sk + L::kKBytes;
+      mbar_expect_tx(full_k0 + 8 * s, L::kKBytes);
+      tma_load_3d(sk, &map_k, full_k0 + 8 * s, 0, t * kBN, bkv);
+      tma_load_3d(sk + 16384, &map_k, full_k0 + 8 * s, 64, t * kBN, bkv);
+      mbar_expect_tx(full_v0 + 8 * s, L::kVBytes);
+#pragma unroll
+      for (int kh = 0; kh < 2; ++kh)
+#pragma unroll
+        for (int dh = 0; dh < 2; ++dh)
+          tma_load_3d(sv + kh * 16384 + dh * 8192, &map_v, full_v0 + 8 * s, 64 * dh, t * kBN + 64 * kh, bkv);
+    };
+    if (n_tiles > 0) {
+      if (tid == 0) {
+        mbar_expect_tx(full_q, L::kQBytes);
+        tma_load_2d(base, &map_q, full_q, 0, static_cast<int>(q_row0));
+        tma_load_2d(base + 16384, &map_q, full_q, 64, static_cast<int>(q_row0));
+        for (int t = 0; t < kStages - 1 && t < n_tiles; ++t) issue(t);
+      }
+      // Tile t is converted before tile t + kStages - 1 is issued: the issue waits for the
+      // consumers to free tile t - 1's stage, and the conversion must not wait behind that.
+      for (int t = 0; t < n_tiles; ++t) {
+        if constexpr (kF16) {
+          const int s = t % kStages;
+          mbar_wait(full_v0 + 8 * s, static_cast<unsigned>(t / kStages) & 1u);
+          const int e = convert_v_row(smem + L::kStage0 + s * L::kStageBytes + L::kKBytes, tid);
+          unsigned char* ex = smem + L::kExp + s * L::kExpStride;
+          ex[tid] = static_cast<unsigned char>(e);
+          const bool any = __any_sync(0xffffffffu, e != 0);
+          if ((tid & 31) == 0) reinterpret_cast<int*>(ex + kBN)[tid / 32] = any ? 1 : 0;
+          asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+          mbar_arrive(ready_v0 + 8 * s);
+        }
+        if (tid == 0 && t + kStages - 1 < n_tiles) issue(t + kStages - 1);
+      }
+    }
+  } else {
+    // ---- Consumers ----
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int c = wg - 1, tid = static_cast<int>(threadIdx.x) % 128, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, cq = lane % 4;
+    const int my_row0 = r0 + 64 * c + 16 * warp + g;  // the lane's rows: my_row0, my_row0 + 8
+    const bool active = r0 + 64 * c < rows;
+    int count[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = my_row0 + 8 * h;
+      count[h] = r < rows ? vis[r % p.sq] : 0;
+    }
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    if (n_tiles > 0) mbar_wait(full_q, 0);
+
+    const auto stage_k = [&](int t) { return base + L::kStage0 + (t % kStages) * L::kStageBytes; };
+    const auto parity = [&](int t) { return static_cast<unsigned>(t / kStages) & 1u; };
+    const auto v_ready = [&](int t) { return (kF16 ? ready_v0 : full_v0) + 8 * (t % kStages); };
+    // S = Q K^T of tile t (64 rows x 128 keys), k16 steps over d in order; issued, not waited.
+    const auto issue_qk = [&](int t, float (&sc)[64]) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) sc[i] = 0.0f;
+      mbar_wait(full_k0 + 8 * (t % kStages), parity(t));
+      const std::uint32_t sk = stage_k(t);
+      fence_acc(sc);
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < kD / 16; ++j)
+        wgmma_m64n128k16<0, 0>(sc, smem_desc(base + (j / 4) * 16384 + c * 8192 + (j % 4) * 32, 16, 1024),
+                               smem_desc(sk + (j / 4) * 16384 + (j % 4) * 32, 16, 1024));
+      wgmma_commit();
+    };
+    // The online-softmax step of tile t (log2 domain): sc becomes P (FP32), m and l move on,
+    // alpha is the factor for acc. The tile's max is taken over the raw scores and scaled once
+    // (rounding is monotone); p = 2^fma(s, scale log2 e, -m_new), one rounding. kMasked: some
+    // row of the CTA does not see every key of the tile (invisible keys: p = 0, a select).
+    const auto softmax = [&](auto masked_c, int t, float (&sc)[64], float (&alpha)[2]) {
+      constexpr bool kMasked = decltype(masked_c)::value;
+      const int first = t * kBN;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int seen = count[h] - first;  // keys of this tile row h sees (<= 0: none)
+        const auto visible = [&](int q, int e) { return !kMasked || 8 * q + 2 * cq + e < seen; };
+        float mx = -INFINITY;
+#pragma unroll
+        for (int q = 0; q < 16; ++q)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) mx = fmaxf(mx, visible(q, e) ? sc[4 * q + 2 * h + e] : -INFINITY);
+        mx = quad_max4(mx);
+        const bool none = mx == -INFINITY;  // quad-uniform
+        const float m_new = none ? m[h] : fmaxf(m[h], __fmul_rn(mx, p.scale_log2));
+        alpha[h] = none ? 1.0f : ex2(__fsub_rn(m[h], m_new));
+        const float neg_m = -m_new;
+        float sum = 0.0f;
+#pragma unroll
+        for (int q = 0; q < 16; ++q)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int i = 4 * q + 2 * h + e;
+            const float pr = visible(q, e) ? ex2(__fmaf_rn(sc[i], p.scale_log2, neg_m)) : 0.0f;
+            sc[i] = pr;
+            sum = __fadd_rn(sum, pr);
+          }
+        sum = quad_sum4(sum);
+        if (!none) l[h] = __fmaf_rn(l[h], alpha[h], sum);
+        m[h] = m_new;
+      }
+    };
+    const auto softmax_tile = [&](int t, float (&sc)[64], float (&alpha)[2]) {
+      if (t >= full_tiles)
+        softmax(std::true_type{}, t, sc, alpha);
+      else
+        softmax(std::false_type{}, t, sc, alpha);
+    };
+    // Ping-pong (kPingPong, both consumer warpgroups active): the warpgroups take turns to issue
+    // their wgmmas (named barriers 1 + c), so that one's softmax runs under the other's
+    // products. Warpgroup 1 opens the first turn and skips its last hand-over, so that no
+    // arrival is left pending at exit. Only the issue order changes, never an operand.
+    const bool pingpong = kPingPong && rows > r0 + 64;
+    const int turns = kOverlap ? n_tiles + 1 : 2 * n_tiles;
+    int turn = 0;
+    const auto turn_begin = [&] {
+      if (pingpong) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory");
+    };
+    const auto turn_end = [&] {
+      if (pingpong && !(c == 1 && turn == turns - 1)) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
+      ++turn;
+    };
+    if (pingpong && c == 1 && n_tiles > 0) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+    const auto rescale = [&](const float (&alpha)[2]) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[i] = __fmul_rn(acc[i], alpha[(i / 2) % 2]);
+    };
+    // P of tile t as the A fragments of P V (kFp16: p * 2^e for a key row scaled by 2^-e; hi
+    // holds the fp16 P, lo is unused. kBf16Split: hi + lo). Waits for V (its exponents).
+    const auto to_operand = [&](int t, float (&sc)[64], std::uint32_t (&hi)[8][4], std::uint32_t (&lo)[8][4]) {
+      mbar_wait(v_ready(t), parity(t));
+      if constexpr (kF16) {
+        const unsigned char* ex = smem + L::kExp + (t % kStages) * L::kExpStride;
+        const int4 flags = *reinterpret_cast<const int4*>(ex + kBN);
+        if ((flags.x | flags.y | flags.z | flags.w) != 0) {
+#pragma unroll
+          for (int i = 0; i < 64; ++i) {
+            const int e = ex[8 * (i / 4) + 2 * cq + (i % 2)];
+            sc[i] = __fmul_rn(sc[i], __int_as_float((127 + e) << 23));
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) hi[j][r] = pack_half2(sc[8 * j + 2 * r], sc[8 * j + 2 * r + 1]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const float x0 = sc[8 * j + 2 * r], x1 = sc[8 * j + 2 * r + 1];
+            hi[j][r] = pack_bf162(x0, x1);
+            lo[j][r] = pack_bf162(bf16_rest(x0), bf16_rest(x1));
+          }
+      }
+    };
+    // acc += P V of tile t (k16 steps over the tile's keys in order; split: hi then lo at each
+    // step); issued, not waited.
+    const auto issue_pv = [&](int t, const std::uint32_t (&hi)[8][4], const std::uint32_t (&lo)[8][4]) {
+      const std::uint32_t sv = stage_k(t) + L::kKBytes;
+      fence_acc(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < kBN / 16; ++j) {
+        const std::uint64_t dv = smem_desc(sv + (j / 4) * 16384 + (j % 4) * 2048, 8192, 1024);
+        wgmma_rs_m64n128k16<kF16>(acc, hi[j], dv);
+        if constexpr (!kF16) wgmma_rs_m64n128k16<false>(acc, lo[j], dv);
+      }
+      wgmma_commit();
+    };
+    const auto release = [&](int t) {
+      if (lane == 0) mbar_arrive(empty0 + 8 * (t % kStages));
+    };
+
+    if (!active) {  // keep the ring going
+      for (int t = 0; t < n_tiles; ++t) {
+        mbar_wait(full_k0 + 8 * (t % kStages), parity(t));
+        mbar_wait(v_ready(t), parity(t));
+        release(t);
+      }
+    } else if constexpr (kOverlap) {
+      // The softmax of tile t runs while the tensor cores add P(t-1) V(t-1): the same
+      // operations on every element in the same order as the plain schedule below.
+      float sc[64], alpha[2];
+      std::uint32_t hi[8][4], lo[8][4];
+      if (n_tiles > 0) {
+        turn_begin();
+        issue_qk(0, sc);
+        turn_end();
+        wgmma_wait<0>();
+        fence_acc(sc);
+        softmax_tile(0, sc, alpha);
+        rescale(alpha);
+        to_operand(0, sc, hi, lo);
+      }
+      for (int t = 1; t < n_tiles; ++t) {
+        turn_begin();
+        issue_qk(t, sc);
+        issue_pv(t - 1, hi, lo);
+        turn_end();
+        wgmma_wait<1>();  // S(t) done; P(t-1) V(t-1) in flight
+        fence_acc(sc);
+        softmax_tile(t, sc, alpha);
+        wgmma_wait<0>();
+        fence_acc(acc);
+        release(t - 1);
+        rescale(alpha);
+        to_operand(t, sc, hi, lo);
+      }
+      if (n_tiles > 0) {
+        turn_begin();
+        issue_pv(n_tiles - 1, hi, lo);
+        turn_end();
+        wgmma_wait<0>();
+        fence_acc(acc);
+        release(n_tiles - 1);
+      }
+    } else {
+      for (int t = 0; t < n_tiles; ++t) {
+        float sc[64], alpha[2];
+        std::uint32_t hi[8][4], lo[8][4];
+        turn_begin();
+        issue_qk(t, sc);
+        turn_end();
+        wgmma_wait<0>();
+        fence_acc(sc);
+        softmax_tile(t, sc, alpha);
+        rescale(alpha);
+        to_operand(t, sc, hi, lo);
+        turn_begin();
+        issue_pv(t, hi, lo);
+        turn_end();
+        wgmma_wait<0>();
+        fence_acc(acc);
+        release(t);
+      }
+    }
+
+    // o = acc / l, bf16, 16-byte stores (the quad transposes its column pairs).
+    if (active) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = my_row0 + 8 * h;
+        const bool any = count[h] > 0;  // then l >= 1 (the maximum's p is 1)
+#pragma unroll
+        for (int gq = 0; gq < 4; ++gq) {
+          std::uint32_t x[4];
+#pragma unroll
+          for (int jj = 0; jj < 4; ++jj) {
+            const int i = 4 * (4 * gq + jj) + 2 * h;
+            x[jj] = pack_bf162(any ? __fdiv_rn(acc[i], l[h]) : 0.0f, any ? __fdiv_rn(acc[i + 1], l[h]) : 0.0f);
+          }
+          quad_transpose(x, cq);
+          if (r < rows)
+            *reinterpret_cast<uint4*>(p.o + (static_cast<std::int64_t>(bkv) * rows + r) * kD + 32 * gq + 8 * cq) =
+                make_uint4(x[0], x[1], x[2], x[3]);
+        }
+      }
+    }
+  }
+#endif
+}
+
+// ---- Host -----------------------------------------------------------------------------------------
+
+// A 3-D bf16 tensor [outer][mid][inner] (contiguous) with boxes {64, box_mid, 1}, 128-byte swizzle,
+// zeros out of bounds.
+inline Status make_map_3d(CUtensorMap& map, const void* base, std::int64_t inner, std::int64_t mid,
+                          std::int64_t outer, unsigned box_mid) {
+  const detgemm::EncodeTiledFn encode = detgemm::encode_tiled_fn();
+  if (encode == nullptr) return {cudaErrorNotSupported, "cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled)"};
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(mid),
+                              static_cast<cuuint64_t>(outer)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(inner) * 2, static_cast<cuuint64_t>(inner * mid) * 2};
+  const cuuint32_t box[3] = {64, box_mid, 1};
+  const cuuint32_t elem[3] = {1, 1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box,
+                            elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return {cudaErrorInvalidValue, "cuTensorMapEncodeTiled (attention K/V)"};
+  return {};
+}
+
+// The forward: q [B, Hq, Sq, 128], k and v [B, Hkv, Skv, 128] (device, contiguous; with a key
+// mask, k and v hold each (b, kv head)'s valid keys packed in order), vis [B][Sq], o like q.
+template <PvMode kMode, int kStages = 3, bool kOverlap = false, bool kPingPong = true>
+Status launch_attention_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, const int* vis, int b, int hq,
+                            int hkv, int sq, int skv, float scale, cudaStream_t stream = nullptr) {
+  using L = Layout<kStages>;
+  if (b * hq * sq == 0) return {};
+  FwdArgs a;
+  a.o = o;
+  a.vis = vis;
+  a.b = b;
+  a.hkv = hkv;
+  a.sq = sq;
+  a.group = hq / hkv;
+  a.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
+  a.tiles_per_kv = (a.group * sq + kBM - 1) / kBM;
+  CUtensorMap mq, mk, mv;
+  Status st = detgemm::make_map(mq, q, kD, static_cast<std::int64_t>(b) * hq * sq, kD, 64, kBM);
+  if (!st) return st;
+  if (!(st = make_map_3d(mk, k, kD, skv, static_cast<std::int64_t>(b) * hkv, kBN))) return st;
+  if (!(st = make_map_3d(mv, v, kD, skv, static_cast<std::int64_t>(b) * hkv, 64))) return st;
+  auto kernel = attention_fwd_wgmma_kernel<kMode, kStages, kOverlap, kPingPong>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes);
+  if (e != cudaSuccess) return {e, "cudaFuncSetAttribute(attention_fwd_wgmma_kernel)"};
+  const unsigned blocks = static_cast<unsigned>(static_cast<std::int64_t>(b) * hkv * a.tiles_per_kv);
+  kernel<<<blocks, kThreads, L::kBytes, stream>>>(mq, mk, mv, a);
+  if ((e = cudaGetLastError()) != cudaSuccess) return {e, "attention_fwd_wgmma_kernel launch"};
+  return {};
+}
+
+}  // namespace ws1cuda::attn

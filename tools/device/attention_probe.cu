@@ -1,0 +1,289 @@
+// attention_fwd_wgmma (cuda/ops/attention_wgmma.cuh) on its own: accuracy of sampled rows against
+// an FP32 reference (the contract row atol 0.05 + rtol 0.02 |ref|, as the share of it used), run
+// to run bits, decode and chunked-prefill rows against the prefill rows bit for bit, and timings
+// (median of 30, L2 flushed). A standalone probe, not part of the build; on the GPU machine:
+//   nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -o attention_probe \
+//        tools/device/attention_probe.cu -lcuda
+//   ./attention_probe [check|time|all]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "../../cuda/ops/attention_wgmma.cuh"
+using namespace ws1cuda;
+using attn::PvMode;
+using bf16 = __nv_bfloat16;
+#define CK(x)                                                                   \
+  do {                                                                          \
+    cudaError_t e_ = (x);                                                       \
+    if (e_ != cudaSuccess) {                                                    \
+      printf("ERR %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      exit(1);                                                                  \
+    }                                                                           \
+  } while (0)
+#define CS(x)                                                             \
+  do {                                                                    \
+    detgemm::Status s_ = (x);                                             \
+    if (!s_) {                                                            \
+      printf("ERR %s: %s %s\n", #x, s_.what, cudaGetErrorString(s_.error)); \
+      exit(1);                                                            \
+    }                                                                     \
+  } while (0)
+
+// Normal-ish values (sum of 4 uniforms), channel c of every row times `hot` where c % 64 == 7.
+__global__ void fill(bf16* p, size_t n, unsigned seed, int d, float scale, float hot) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    float acc = 0;
+    for (int k = 0; k < 4; ++k) {
+      unsigned h = (unsigned)(i * 4 + k) * 2654435761u ^ (seed * 0x9E3779B9u);
+      h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15; h *= 0x27d4eb2du; h ^= h >> 16;
+      acc += (h & 0xffffff) / 16777216.0f - 0.5f;
+    }
+    float v = acc * 1.7320508f * scale;
+    if ((int)(i % d) % 64 == 7) v *= hot;
+    p[i] = __float2bfloat16(v);
+  }
+}
+__global__ void flush_k(int* p, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = (int)i;
+}
+
+// FP32 reference of one row per block: (b, h, i) from the list; two passes over the visible keys.
+__global__ void ref_rows(const bf16* q, const bf16* k, const bf16* v, const int* list, int n, int hq, int hkv, int sq,
+                         int skv, float scale, float* out) {
+  const int idx = blockIdx.x;
+  if (idx >= n) return;
+  const int b = list[3 * idx], h = list[3 * idx + 1], i = list[3 * idx + 2];
+  const int kvh = h / (hq / hkv), vis = min(max(i + skv - sq + 1, 0), skv);
+  const bf16* qr = q + (((size_t)b * hq + h) * sq + i) * 128;
+  const bf16* kb = k + ((size_t)b * hkv + kvh) * skv * 128;
+  const bf16* vb = v + ((size_t)b * hkv + kvh) * skv * 128;
+  extern __shared__ float sh[];  // scores [vis]
+  __shared__ float red[256];
+  for (int j = threadIdx.x; j < vis; j += blockDim.x) {
+    float s = 0;
+    for (int d = 0; d < 128; ++d) s = fmaf(__bfloat162float(qr[d]), __bfloat162float(kb[(size_t)j * 128 + d]), s);
+    sh[j] = s * scale;
+  }
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < vis; j += blockDim.x) mx = fmaxf(mx, sh[j]);
+  red[threadIdx.x] = mx;
+  __syncthreads();
+  if (threadIdx.x == 0) { for (int t = 1; t < blockDim.x; ++t) mx = fmaxf(mx, red[t]); red[0] = mx; }
+  __syncthreads();
+  mx = red[0];
+  __syncthreads();
+  float sum = 0;
+  for (int j = threadIdx.x; j < vis; j += blockDim.x) { sh[j] = expf(sh[j] - mx); sum += sh[j]; }
+  red[threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) { double s = 0; for (int t = 0; t < blockDim.x; ++t) s += red[t]; red[0] = (float)s; }
+  __syncthreads();
+  sum = red[0];
+  if (threadIdx.x < 128) {
+    double o = 0;
+    for (int j = 0; j < vis; ++j) o += (double)sh[j] * __bfloat162float(vb[(size_t)j * 128 + threadIdx.x]);
+    out[(size_t)idx * 128 + threadIdx.x] = vis > 0 ? (float)(o / sum) : 0.0f;
+  }
+}
+
+struct Shape { int b, hq, hkv, sq, skv; };
+
+struct Problem {
+  Shape s;
+  bf16 *q, *k, *v, *o;
+  int* vis;
+  size_t nq, nkv;
+  void alloc(Shape sh, float hot, unsigned seed) {
+    s = sh;
+    nq = (size_t)s.b * s.hq * s.sq * 128;
+    nkv = (size_t)s.b * s.hkv * s.skv * 128;
+    CK(cudaMalloc(&q, nq * 2)); CK(cudaMalloc(&o, nq * 2));
+    CK(cudaMalloc(&k, nkv * 2)); CK(cudaMalloc(&v, nkv * 2));
+    fill<<<1024, 256>>>(q, nq, seed, 128, 1.0f, hot);
+    fill<<<1024, 256>>>(k, nkv, seed + 1, 128, 1.0f, hot);
+    fill<<<1024, 256>>>(v, nkv, seed + 2, 128, 1.0f, hot);
+    CK(cudaGetLastError());
+    std::vector<int> hv((size_t)s.b * s.sq);
+    for (int b = 0; b < s.b; ++b)
+      for (int i = 0; i < s.sq; ++i) hv[(size_t)b * s.sq + i] = std::min(std::max(i + s.skv - s.sq + 1, 0), s.skv);
+    CK(cudaMalloc(&vis, hv.size() * 4));
+    CK(cudaMemcpy(vis, hv.data(), hv.size() * 4, cudaMemcpyHostToDevice));
+  }
+  void free_all() { cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(vis); }
+  template <PvMode M, bool kOverlap = false, bool kPing = true>
+  void run(bf16* out = nullptr) {
+    CK(cudaMemset(out ? out : o, 0xff, nq * 2));  // poison (NaN)
+    CS((attn::launch_attention_fwd<M, 3, kOverlap, kPing>(q, k, v, out ? out : o, vis, s.b, s.hq, s.hkv, s.sq, s.skv,
+                                                   1.0f / sqrtf(128.0f))));
+    CK(cudaGetLastError());
+  }
+  std::vector<unsigned short> host_o(const bf16* src = nullptr) {
+    std::vector<unsigned short> h(nq);
+    CK(cudaMemcpy(h.data(), src ? src : o, nq * 2, cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+float bf2f(unsigned short b) { unsigned u = (unsigned)b << 16; float f; memcpy(&f, &u, 4); return f; }
+
+template <PvMode M>
+void check(const char* name, Shape sh, float hot) {
+  Problem P;
+  P.alloc(sh, hot, 17);
+  P.run<M>();
+  CK(cudaDeviceSynchronize());
+  auto o1 = P.host_o();
+  P.run<M>();
+  CK(cudaDeviceSynchronize());
+  auto o2 = P.host_o();
+  P.run<M, true, false>();
+  CK(cudaDeviceSynchronize());
+  auto o3 = P.host_o();
+  P.run<M, false, false>();
+  CK(cudaDeviceSynchronize());
+  auto o4 = P.host_o();
+  size_t diff = 0, nan = 0, plain = 0;
+  for (size_t i = 0; i < o1.size(); ++i) {
+    diff += o1[i] != o2[i];
+    plain += (o1[i] != o3[i]) + (o1[i] != o4[i]);
+    nan += std::isnan(bf2f(o1[i]));
+  }
+  // sampled rows against the FP32 reference
+  std::vector<int> list;
+  unsigned st = 12345;
+  for (int n = 0; n < 384; ++n) {
+    st = st * 1103515245u + 12345u;
+    const int b = (st >> 8) % sh.b; st = st * 1103515245u + 12345u;
+    const int h = (st >> 8) % sh.hq; st = st * 1103515245u + 12345u;
+    int i = (st >> 8) % sh.sq;
+    if (n < 8) i = std::max(0, sh.sq - 1 - n);  // the longest rows
+    list.insert(list.end(), {b, h, i});
+  }
+  int* dl; float* dref;
+  const int nrows = (int)list.size() / 3;
+  CK(cudaMalloc(&dl, list.size() * 4)); CK(cudaMalloc(&dref, (size_t)nrows * 128 * 4));
+  CK(cudaMemcpy(dl, list.data(), list.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaFuncSetAttribute(ref_rows, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.skv * 4));
+  ref_rows<<<nrows, 256, sh.skv * 4>>>(P.q, P.k, P.v, dl, nrows, sh.hq, sh.hkv, sh.sq, sh.skv, 1.0f / sqrtf(128.0f), dref);
+  CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  std::vector<float> ref((size_t)nrows * 128);
+  CK(cudaMemcpy(ref.data(), dref, ref.size() * 4, cudaMemcpyDeviceToHost));
+  double worst = 0, maxabs = 0;
+  for (int r = 0; r < nrows; ++r) {
+    const size_t row = ((size_t)list[3 * r] * sh.hq + list[3 * r + 1]) * sh.sq + list[3 * r + 2];
+    for (int d = 0; d < 128; ++d) {
+      const double c = bf2f(o1[row * 128 + d]), x = ref[(size_t)r * 128 + d];
+      const double err = fabs(c - x);
+      worst = std::max(worst, std::isnan(err) ? 1e30 : err / (0.05 + 0.02 * fabs(x)));
+      maxabs = std::max(maxabs, err);
+    }
+  }
+  printf("CHECK %-28s B%d Hq%d Hkv%d Sq%d Skv%d hot%g: run-to-run diff %zu, overlapped vs plain schedule diff %zu, "
+         "NaN %zu, sampled rows %d: max|err| %.3g, worst share of allowance %.3f %s\n",
+         name, sh.b, sh.hq, sh.hkv, sh.sq, sh.skv, hot, diff, plain, nan, nrows, maxabs, worst,
+         diff == 0 && plain == 0 && nan == 0 && worst <= 1.0 ? "OK" : "FAIL");
+  // decode and chunked prefill rows against the prefill rows (Sq == Skv only): keys [0, n)
+  // copied per kv head, the queries [n - sq2, n) of every head.
+  if (sh.sq == sh.skv) {
+    for (int n : {1, 127, 128, 129, 1000, sh.skv}) {
+      if (n > sh.skv) continue;
+      for (int sq2 : {1, 77}) {
+        if (sq2 > n) continue;
+        Problem D;
+        D.s = Shape{sh.b, sh.hq, sh.hkv, sq2, n};
+        D.nq = (size_t)sh.b * sh.hq * sq2 * 128;
+        D.nkv = (size_t)sh.b * sh.hkv * n * 128;
+        CK(cudaMalloc(&D.q, D.nq * 2)); CK(cudaMalloc(&D.o, D.nq * 2));
+        CK(cudaMalloc(&D.k, D.nkv * 2)); CK(cudaMalloc(&D.v, D.nkv * 2));
+        for (int bh = 0; bh < sh.b * sh.hkv; ++bh) {
+          CK(cudaMemcpy(D.k + (size_t)bh * n * 128, P.k + (size_t)bh * sh.skv * 128, (size_t)n * 256, cudaMemcpyDeviceToDevice));
+          CK(cudaMemcpy(D.v + (size_t)bh * n * 128, P.v + (size_t)bh * sh.skv * 128, (size_t)n * 256, cudaMemcpyDeviceToDevice));
+        }
+        for (int bh = 0; bh < sh.b * sh.hq; ++bh)
+          CK(cudaMemcpy(D.q + (size_t)bh * sq2 * 128, P.q + ((size_t)bh * sh.sq + n - sq2) * 128, (size_t)sq2 * 256,
+                        cudaMemcpyDeviceToDevice));
+        std::vector<int> hv((size_t)sh.b * sq2);
+        for (int b = 0; b < sh.b; ++b)
+          for (int i = 0; i < sq2; ++i) hv[(size_t)b * sq2 + i] = i + n - sq2 + 1;
+        CK(cudaMalloc(&D.vis, hv.size() * 4));
+        CK(cudaMemcpy(D.vis, hv.data(), hv.size() * 4, cudaMemcpyHostToDevice));
+        D.run<M>();
+        CK(cudaDeviceSynchronize());
+        auto od = D.host_o();
+        size_t bad = 0;
+        for (int bh = 0; bh < sh.b * sh.hq; ++bh)
+          for (int i = 0; i < sq2; ++i)
+            for (int d = 0; d < 128; ++d)
+              bad += od[((size_t)bh * sq2 + i) * 128 + d] != o1[((size_t)bh * sh.sq + n - sq2 + i) * 128 + d];
+        printf("  rows [%d, %d) as Sq=%d against the %d-key cache: %zu elements differ %s\n", n - sq2, n, sq2, n, bad,
+               bad ? "FAIL" : "OK");
+        D.free_all();
+      }
+    }
+  }
+  cudaFree(dl); cudaFree(dref);
+  P.free_all();
+}
+
+template <PvMode M, bool kOverlap = false, bool kPing = true>
+void timeit(const char* name, Shape sh) {
+  Problem P;
+  P.alloc(sh, 1.0f, 5);
+  int* fl; const size_t fn = (size_t)64 << 20;  // 256 MiB
+  CK(cudaMalloc(&fl, fn * 4));
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  std::vector<float> ts;
+  for (int r = 0; r < 35; ++r) {
+    flush_k<<<1024, 256>>>(fl, fn);
+    CK(cudaEventRecord(a));
+    CS((attn::launch_attention_fwd<M, 3, kOverlap, kPing>(P.q, P.k, P.v, P.o, P.vis, sh.b, sh.hq, sh.hkv, sh.sq, sh.skv,
+                                                   0.0883883f)));
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms; CK(cudaEventElapsedTime(&ms, a, b));
+    if (r >= 5) ts.push_back(ms);
+  }
+  std::sort(ts.begin(), ts.end());
+  const double med = ts[ts.size() / 2];
+  double pairs = 0;  // visible (query, key) pairs per head
+  for (int i = 0; i < sh.sq; ++i) pairs += std::min(std::max(i + sh.skv - sh.sq + 1, 0), sh.skv);
+  const double flops = 4.0 * 128 * pairs * sh.hq * sh.b;
+  const double bytes = 2.0 * (P.nq * 2 + P.nkv * 2);
+  printf("TIME %-28s B%d Hq%d Hkv%d Sq%d Skv%d: median %.4f ms (min %.4f), %.1f TFLOP/s, %.2f TB/s of q,k,v,o\n", name,
+         sh.b, sh.hq, sh.hkv, sh.sq, sh.skv, med, ts.front(), flops / med / 1e9, bytes / med / 1e9);
+  cudaFree(fl);
+  P.free_all();
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "all";
+  const bool chk = !strcmp(mode, "check") || !strcmp(mode, "all"), tim = !strcmp(mode, "time") || !strcmp(mode, "all");
+  if (chk) {
+    check<PvMode::kFp16>("fp16 small", Shape{2, 8, 2, 300, 300}, 1.0f);
+    check<PvMode::kBf16Split>("split small", Shape{2, 8, 2, 300, 300}, 1.0f);
+    check<PvMode::kFp16>("fp16 outlier x64", Shape{1, 32, 8, 2048, 2048}, 64.0f);
+    check<PvMode::kBf16Split>("split outlier x64", Shape{1, 32, 8, 2048, 2048}, 64.0f);
+    check<PvMode::kFp16>("fp16 v huge (x4096)", Shape{1, 8, 2, 512, 512}, 4096.0f);
+    check<PvMode::kFp16>("fp16 decode", Shape{4, 32, 8, 1, 1000}, 1.0f);
+    check<PvMode::kFp16>("fp16 8192", Shape{1, 32, 8, 8192, 8192}, 64.0f);
+  }
+  if (tim) {
+    for (int s : {8192, 4096}) {
+      timeit<PvMode::kFp16, false, true>("fp16 plain ping-pong", Shape{1, 32, 8, s, s});
+      timeit<PvMode::kFp16, false, false>("fp16 plain", Shape{1, 32, 8, s, s});
+      timeit<PvMode::kFp16, true, true>("fp16 overlap ping-pong", Shape{1, 32, 8, s, s});
+      timeit<PvMode::kFp16, true, false>("fp16 overlap", Shape{1, 32, 8, s, s});
+      timeit<PvMode::kBf16Split, false, true>("split plain ping-pong", Shape{1, 32, 8, s, s});
+      timeit<PvMode::kBf16Split, false, false>("split plain", Shape{1, 32, 8, s, s});
+    }
+    timeit<PvMode::kFp16>("fp16 decode", Shape{32, 32, 8, 1, 4096});
+    timeit<PvMode::kBf16Split>("split decode", Shape{32, 32, 8, 1, 4096});
+  }
+  return 0;
+}
