@@ -327,14 +327,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int seen = count[h] - first;  // keys of this tile row h sees (<= 0: none)
+        const auto visible = [&](int q, int e) { return !masked || 8 * q + 2 * cq + e < seen; };
         float mx = -INFINITY;
 #pragma unroll
         for (int q = 0; q < 16; ++q)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int i = 4 * q + 2 * h + e;
-            const bool ok = !masked || 8 * q + 2 * cq + e < seen;
-            sc[i] = ok ? __fmul_rn(sc[i], p.scale_log2) : -INFINITY;
+            sc[i] = visible(q, e) ? __fmul_rn(sc[i], p.scale_log2) : -INFINITY;
             mx = fmaxf(mx, sc[i]);
           }
         mx = quad_max4(mx);
@@ -347,8 +347,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int i = 4 * q + 2 * h + e;
-            const bool ok = !masked || 8 * q + 2 * cq + e < seen;
-            const float pr = ok ? ex2(__fsub_rn(sc[i], m_new)) : 0.0f;
+            const float pr = visible(q, e) ? ex2(__fsub_rn(sc[i], m_new)) : 0.0f;
             sc[i] = pr;
             sum = __fadd_rn(sum, pr);
           }

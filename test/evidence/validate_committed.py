@@ -25,6 +25,7 @@ OTHER_FORMATS = {
     "ws1-bench-v1": "`ws1check bench` output (its own format, key 'schema')",
     "ws1-c8-execute-v2": "the upstream C8 matrix format (the gate's c8-execute.json)",
     "ws1-gemm-peers-v1": "tools/bench/gemm_peers.py output (cuBLAS, a fixed-tile Triton GEMM and det_gemm in one run)",
+    "ws1-peers-v1": "tools/bench/peers.py output (attention's peers: cuDNN and flash SDPA, flex_attention, in one run)",
 }
 # `ws1check env --json` prints the run context of an artifact (ws1::evidence_context_json): the
 # artifact's schema_version, but none of these run keys and an empty workload (env runs none).

@@ -50,6 +50,9 @@ import triton
 import triton.language as tl
 import triton.testing
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from json_record import JsonRecord  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "triton", "ops"))
 import det_gemm as DG  # noqa: E402
@@ -126,18 +129,9 @@ def randint(lo, hi, shape, seed):
     return torch.randint(lo, hi + 1, shape, generator=g, device=DEV)
 
 
-class Record:
+class Record(JsonRecord):
     def __init__(self, path):
-        self.path = path
-        self.data = {"schema": "ws1-gemm-peers-v1", "environment": {}, "checks": {}, "rows": []}
-
-    def save(self):
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.data, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, self.path)
+        super().__init__(path, {"schema": "ws1-gemm-peers-v1", "environment": {}, "checks": {}, "rows": []})
 
     def check(self, name, result):
         self.data["checks"][name] = result

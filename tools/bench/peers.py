@@ -54,6 +54,9 @@ import torch.nn.functional as F
 import triton
 import triton.testing
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from json_record import JsonRecord  # noqa: E402
+
 HQ, HKV, D = 32, 8, 128
 # (variant, B, Sq, Skv, directions): the bench's kAttentionPeerShapes
 VARIANTS = [("causal S=8192", 1, 8192, 8192, ("fwd", "bwd", "fwd+bwd")),
@@ -80,18 +83,9 @@ def short(e):
     return text.splitlines()[0][:300] if text else type(e).__name__
 
 
-class Record:
+class Record(JsonRecord):
     def __init__(self, path):
-        self.path = path
-        self.data = {"schema": "ws1-peers-v1", "environment": {}, "rows": []}
-
-    def save(self):
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.data, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, self.path)
+        super().__init__(path, {"schema": "ws1-peers-v1", "environment": {}, "rows": []})
 
     def row(self, row):
         self.data["rows"].append(row)
