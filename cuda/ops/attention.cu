@@ -831,6 +831,13 @@ void launch_forward(const Params& p) {
   launch(attention_fwd_kernel<DP, kBackward>, "attention_fwd_kernel", blocks, fwd_smem_bytes<DP>(), p);
 }
 
+// The tensor-core forward takes head_dim 128 with at least one key (a tensor map has no empty
+// dimension) and q's rows addressable by TMA's 32-bit coordinates; every other shape runs the
+// mma.sync kernel.
+bool takes_wgmma_forward(const AttentionDims& n) {
+  return n.d == attn::kD && n.skv > 0 && n.b * n.hq * n.sq < (std::int64_t{1} << 31);
+}
+
 // head_dim 128: the tensor-core forward (attention_wgmma.cuh; its declared order is in that file's
 // comment). With a key mask that hides any key, the valid keys are packed first.
 void forward_wgmma(const AttentionInputs& x, const KeyList& keys, const DeviceArray<bf16>& q,
@@ -864,7 +871,7 @@ ws1::Result<ws1::Tensors> attention_forward(const ws1::Tensors& in, const ws1::O
     if (n.b * n.hq * n.sq > 0) {
       const KeyList keys = prepare_keys(x);
       const DeviceArray<bf16> q = upload_bf16(*x.q), k = upload_bf16(*x.k), v = upload_bf16(*x.v);
-      if (n.d == attn::kD) {
+      if (takes_wgmma_forward(n)) {
         launch_region("attention.fwd", [&] { forward_wgmma(x, keys, q, k, v, o); });
       } else {
         Params p = make_params(n, x.scale, keys);

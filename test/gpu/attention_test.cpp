@@ -86,3 +86,13 @@ TEST_CASE("attention head_dim 128: V magnitudes past fp16's range stay inside th
   INFO(cell->reason);
   CHECK(cell->verdict == Verdict::kGreen);
 }
+
+TEST_CASE("attention head_dim 128 without keys: o is zero", "[gpu][attention]") {
+  // Skv = 0 (an empty cache): every row sees no key. The tensor-core forward needs a key (its
+  // tensor maps have no empty dimension), so this shape takes the mma.sync kernel.
+  const Tensor o = forward({{"q", ws1_test::grid_bf16({1, 8, 3, kD}, 920, 2.0f)},
+                            {"k", Tensor(DType::kBF16, {1, 2, 0, kD})},
+                            {"v", Tensor(DType::kBF16, {1, 2, 0, kD})}});
+  REQUIRE(o.shape() == Shape{1, 8, 3, kD});
+  CHECK(test::same_bits(o, Tensor(DType::kBF16, {1, 8, 3, kD})));  // a new Tensor is zeros
+}
