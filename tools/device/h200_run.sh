@@ -5,7 +5,7 @@
 #   STEP: env suite suite-real determinism-real sanitizer evidence bench parity-manifest
 #         parity-sweep parity-kv triton-smoke triton-evidence audit gate-smoke gate-real
 #         bench-det-gemm reference reference-real evidence-gpuref triton-accuracy-real judge
-#         gate-real-bg bg bg-wait evidence-8k suite-8k acc-ops gemm-peers det-gemm peers
+#         gate-real-bg bg bg-wait evidence-8k suite-8k acc-ops gemm-peers det-gemm attention-probe peers
 # evidence-8k runs accuracy (golds from cuda_fp32) and invariance on the 8192-token workload
 # (fixtures/ws1-bench-8k.json), one op per run so that each finished op leaves its evidence
 # (EVIDENCE_8K_TIMEOUT s for all of it, default 540; OPS names a subset), packed into
@@ -88,6 +88,13 @@ for s in "$@"; do
       for op in ${BENCH_OPS:-all}; do step bench-$op $BIN/ws1check bench --op $op --out "$OUT/bench-$op"; done ;;
     bench-det-gemm) step bench-det-gemm $BIN/ws1check bench --op det_gemm --out "$OUT" ;;
     gemm-peers) step gemm-peers python3 tools/bench/gemm_peers.py --out "$OUT/gemm-peers.json" ;;
+    attention-probe)
+      # tools/device/attention_probe.cu built into $BIN (nvcc line in its header): accuracy of
+      # sampled rows, bits across runs, schedules and decode / chunked rows, the variants' timings,
+      # and REPEATS (default 100) launches compared bit for bit.
+      step probe-check timeout 120 $BIN/attention_probe check
+      step probe-time timeout 90 $BIN/attention_probe time
+      step probe-repeat timeout 60 $BIN/attention_probe repeat ${REPEATS:-100} ;;
     peers)
       # Back to back on one machine: a ratio to a peer holds for one GPU and one run.
       step peers-py python3 tools/bench/peers.py --out "$OUT/peers.json"
