@@ -45,6 +45,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "det_gemm_wgmma.cuh"
 
@@ -193,7 +194,7 @@ __device__ __forceinline__ int convert_v_row(unsigned char* v, int k) {
 
 // ---- The kernel ---------------------------------------------------------------------------------
 
-template <PvMode kMode, int kStages, bool kOverlap>
+template <PvMode kMode, int kStages, bool kOverlap, bool kPingPong>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_fwd_wgmma_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                                const __grid_constant__ CUtensorMap map_v, const FwdArgs p) {
@@ -268,8 +269,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load_2d(base + 16384, &map_q, full_q, 64, static_cast<int>(q_row0));
         for (int t = 0; t < kStages - 1 && t < n_tiles; ++t) issue(t);
       }
+      // Tile t is converted before tile t + kStages - 1 is issued: the issue waits for the
+      // consumers to free tile t - 1's stage, and the conversion must not wait behind that.
       for (int t = 0; t < n_tiles; ++t) {
-        if (tid == 0 && t + kStages - 1 < n_tiles) issue(t + kStages - 1);
         if constexpr (kF16) {
           const int s = t % kStages;
           mbar_wait(full_v0 + 8 * s, static_cast<unsigned>(t / kStages) & 1u);
@@ -281,6 +283,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
           mbar_arrive(ready_v0 + 8 * s);
         }
+        if (tid == 0 && t + kStages - 1 < n_tiles) issue(t + kStages - 1);
       }
     }
   } else {
@@ -320,34 +323,33 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_commit();
     };
     // The online-softmax step of tile t (log2 domain): sc becomes P (FP32), m and l move on,
-    // alpha is the factor for acc.
-    const auto softmax = [&](int t, float (&sc)[64], float (&alpha)[2]) {
+    // alpha is the factor for acc. The tile's max is taken over the raw scores and scaled once
+    // (rounding is monotone); p = 2^fma(s, scale log2 e, -m_new), one rounding. kMasked: some
+    // row of the CTA does not see every key of the tile (invisible keys: p = 0, a select).
+    const auto softmax = [&](auto masked_c, int t, float (&sc)[64], float (&alpha)[2]) {
+      constexpr bool kMasked = decltype(masked_c)::value;
       const int first = t * kBN;
-      const bool masked = t >= full_tiles;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int seen = count[h] - first;  // keys of this tile row h sees (<= 0: none)
-        const auto visible = [&](int q, int e) { return !masked || 8 * q + 2 * cq + e < seen; };
+        const auto visible = [&](int q, int e) { return !kMasked || 8 * q + 2 * cq + e < seen; };
         float mx = -INFINITY;
 #pragma unroll
         for (int q = 0; q < 16; ++q)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int i = 4 * q + 2 * h + e;
-            sc[i] = visible(q, e) ? __fmul_rn(sc[i], p.scale_log2) : -INFINITY;
-            mx = fmaxf(mx, sc[i]);
-          }
+          for (int e = 0; e < 2; ++e) mx = fmaxf(mx, visible(q, e) ? sc[4 * q + 2 * h + e] : -INFINITY);
         mx = quad_max4(mx);
         const bool none = mx == -INFINITY;  // quad-uniform
-        const float m_new = none ? m[h] : fmaxf(m[h], mx);
+        const float m_new = none ? m[h] : fmaxf(m[h], __fmul_rn(mx, p.scale_log2));
         alpha[h] = none ? 1.0f : ex2(__fsub_rn(m[h], m_new));
+        const float neg_m = -m_new;
         float sum = 0.0f;
 #pragma unroll
         for (int q = 0; q < 16; ++q)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int i = 4 * q + 2 * h + e;
-            const float pr = visible(q, e) ? ex2(__fsub_rn(sc[i], m_new)) : 0.0f;
+            const float pr = visible(q, e) ? ex2(__fmaf_rn(sc[i], p.scale_log2, neg_m)) : 0.0f;
             sc[i] = pr;
             sum = __fadd_rn(sum, pr);
           }
@@ -356,6 +358,27 @@ __global__ void __launch_bounds__(kThreads, 1)
         m[h] = m_new;
       }
     };
+    const auto softmax_tile = [&](int t, float (&sc)[64], float (&alpha)[2]) {
+      if (t >= full_tiles)
+        softmax(std::true_type{}, t, sc, alpha);
+      else
+        softmax(std::false_type{}, t, sc, alpha);
+    };
+    // Ping-pong (kPingPong, both consumer warpgroups active): the warpgroups take turns to issue
+    // their wgmmas (named barriers 1 + c), so that one's softmax runs under the other's
+    // products. Warpgroup 1 opens the first turn and skips its last hand-over, so that no
+    // arrival is left pending at exit. Only the issue order changes, never an operand.
+    const bool pingpong = kPingPong && rows > r0 + 64;
+    const int turns = kOverlap ? n_tiles + 1 : 2 * n_tiles;
+    int turn = 0;
+    const auto turn_begin = [&] {
+      if (pingpong) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory");
+    };
+    const auto turn_end = [&] {
+      if (pingpong && !(c == 1 && turn == turns - 1)) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
+      ++turn;
+    };
+    if (pingpong && c == 1 && n_tiles > 0) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
     const auto rescale = [&](const float (&alpha)[2]) {
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc[i] = __fmul_rn(acc[i], alpha[(i / 2) % 2]);
@@ -419,19 +442,23 @@ __global__ void __launch_bounds__(kThreads, 1)
       float sc[64], alpha[2];
       std::uint32_t hi[8][4], lo[8][4];
       if (n_tiles > 0) {
+        turn_begin();
         issue_qk(0, sc);
+        turn_end();
         wgmma_wait<0>();
         fence_acc(sc);
-        softmax(0, sc, alpha);
+        softmax_tile(0, sc, alpha);
         rescale(alpha);
         to_operand(0, sc, hi, lo);
       }
       for (int t = 1; t < n_tiles; ++t) {
+        turn_begin();
         issue_qk(t, sc);
         issue_pv(t - 1, hi, lo);
+        turn_end();
         wgmma_wait<1>();  // S(t) done; P(t-1) V(t-1) in flight
         fence_acc(sc);
-        softmax(t, sc, alpha);
+        softmax_tile(t, sc, alpha);
         wgmma_wait<0>();
         fence_acc(acc);
         release(t - 1);
@@ -439,7 +466,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         to_operand(t, sc, hi, lo);
       }
       if (n_tiles > 0) {
+        turn_begin();
         issue_pv(n_tiles - 1, hi, lo);
+        turn_end();
         wgmma_wait<0>();
         fence_acc(acc);
         release(n_tiles - 1);
@@ -448,13 +477,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int t = 0; t < n_tiles; ++t) {
         float sc[64], alpha[2];
         std::uint32_t hi[8][4], lo[8][4];
+        turn_begin();
         issue_qk(t, sc);
+        turn_end();
         wgmma_wait<0>();
         fence_acc(sc);
-        softmax(t, sc, alpha);
+        softmax_tile(t, sc, alpha);
         rescale(alpha);
         to_operand(t, sc, hi, lo);
+        turn_begin();
         issue_pv(t, hi, lo);
+        turn_end();
         wgmma_wait<0>();
         fence_acc(acc);
         release(t);
@@ -508,7 +541,7 @@ inline Status make_map_3d(CUtensorMap& map, const void* base, std::int64_t inner
 
 // The forward: q [B, Hq, Sq, 128], k and v [B, Hkv, Skv, 128] (device, contiguous; with a key
 // mask, k and v hold each (b, kv head)'s valid keys packed in order), vis [B][Sq], o like q.
-template <PvMode kMode, int kStages = 3, bool kOverlap = true>
+template <PvMode kMode, int kStages = 3, bool kOverlap = false, bool kPingPong = true>
 Status launch_attention_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, const int* vis, int b, int hq,
                             int hkv, int sq, int skv, float scale, cudaStream_t stream = nullptr) {
   using L = Layout<kStages>;
@@ -527,7 +560,7 @@ Status launch_attention_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o
   if (!st) return st;
   if (!(st = make_map_3d(mk, k, kD, skv, static_cast<std::int64_t>(b) * hkv, kBN))) return st;
   if (!(st = make_map_3d(mv, v, kD, skv, static_cast<std::int64_t>(b) * hkv, 64))) return st;
-  auto kernel = attention_fwd_wgmma_kernel<kMode, kStages, kOverlap>;
+  auto kernel = attention_fwd_wgmma_kernel<kMode, kStages, kOverlap, kPingPong>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes);
   if (e != cudaSuccess) return {e, "cudaFuncSetAttribute(attention_fwd_wgmma_kernel)"};
   const unsigned blocks = static_cast<unsigned>(static_cast<std::int64_t>(b) * hkv * a.tiles_per_kv);
