@@ -839,28 +839,45 @@ bool takes_wgmma_forward(const AttentionDims& n) {
 }
 
 // head_dim 128: the tensor-core forward (attention_wgmma.cuh; its declared order is in that file's
-// comment). With a key mask that hides any key, the valid keys are packed first.
-void forward_wgmma(const AttentionInputs& x, const KeyList& keys, const DeviceArray<bf16>& q,
-                   const DeviceArray<bf16>& k, const DeviceArray<bf16>& v, DeviceArray<bf16>& o) {
-  const AttentionDims& n = x.n;
-  const bool masked = std::find(x.valid.begin(), x.valid.end(), std::uint8_t{0}) != x.valid.end();
+// comment). With a key mask that hides any key, the valid keys are packed first. The buffers are
+// allocated before the timed region: it holds the launches alone.
+struct WgmmaForward {
+  const AttentionInputs& x;
+  const KeyList& keys;
+  bool masked;
   DeviceArray<bf16> kp, vp;
-  if (masked && n.skv > 0) {
-    kp = DeviceArray<bf16>(static_cast<std::size_t>(x.k->numel()));
-    vp = DeviceArray<bf16>(static_cast<std::size_t>(x.v->numel()));
-    const std::int64_t chunks = n.skv * (attn::kD / 8);
-    const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>((chunks + 255) / 256, 1024)),
-                    static_cast<unsigned>(n.b * n.hkv));
-    attention_pack_keys_kernel<<<grid, 256>>>(k.get(), v.get(), keys.kidx.get(), keys.nvalid.get(),
-                                              static_cast<int>(n.hkv), static_cast<int>(n.skv), kp.get(), vp.get());
-    check_launch("attention_pack_keys_kernel");
+  DeviceArray<unsigned char> ws;
+
+  WgmmaForward(const AttentionInputs& in, const KeyList& kl)
+      : x(in), keys(kl), masked(std::find(in.valid.begin(), in.valid.end(), std::uint8_t{0}) != in.valid.end()) {
+    const AttentionDims& n = x.n;
+    if (masked) {
+      kp = DeviceArray<bf16>(static_cast<std::size_t>(x.k->numel()));
+      vp = DeviceArray<bf16>(static_cast<std::size_t>(x.v->numel()));
+    }
+    if (kForwardPv == attn::PvMode::kFp16 &&
+        attn::fwd_wants_workspace(static_cast<int>(n.hq), static_cast<int>(n.hkv), static_cast<int>(n.sq)))
+      ws = DeviceArray<unsigned char>(
+          attn::fwd_workspace_bytes(static_cast<int>(n.b), static_cast<int>(n.hkv), static_cast<int>(n.skv)));
   }
-  const attn::Status st = attn::launch_attention_fwd<kForwardPv>(
-      q.get(), masked ? kp.get() : k.get(), masked ? vp.get() : v.get(), o.get(), keys.vis.get(),
-      static_cast<int>(n.b), static_cast<int>(n.hq), static_cast<int>(n.hkv), static_cast<int>(n.sq),
-      static_cast<int>(n.skv), x.scale);
-  check(st.error, st.what);
-}
+
+  void run(const DeviceArray<bf16>& q, const DeviceArray<bf16>& k, const DeviceArray<bf16>& v, DeviceArray<bf16>& o) {
+    const AttentionDims& n = x.n;
+    if (masked) {
+      const std::int64_t chunks = n.skv * (attn::kD / 8);
+      const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>((chunks + 255) / 256, 1024)),
+                      static_cast<unsigned>(n.b * n.hkv));
+      attention_pack_keys_kernel<<<grid, 256>>>(k.get(), v.get(), keys.kidx.get(), keys.nvalid.get(),
+                                                static_cast<int>(n.hkv), static_cast<int>(n.skv), kp.get(), vp.get());
+      check_launch("attention_pack_keys_kernel");
+    }
+    const attn::Status st = attn::launch_attention_fwd<kForwardPv>(
+        q.get(), masked ? kp.get() : k.get(), masked ? vp.get() : v.get(), o.get(), keys.vis.get(),
+        static_cast<int>(n.b), static_cast<int>(n.hq), static_cast<int>(n.hkv), static_cast<int>(n.sq),
+        static_cast<int>(n.skv), x.scale, attn::FwdWorkspace{ws.size() > 0 ? ws.get() : nullptr});
+    check(st.error, st.what);
+  }
+};
 
 ws1::Result<ws1::Tensors> attention_forward(const ws1::Tensors& in, const ws1::OpContext&) {
   return ws1::ops::guarded(kAttentionOp, [&] {
@@ -872,7 +889,8 @@ ws1::Result<ws1::Tensors> attention_forward(const ws1::Tensors& in, const ws1::O
       const KeyList keys = prepare_keys(x);
       const DeviceArray<bf16> q = upload_bf16(*x.q), k = upload_bf16(*x.k), v = upload_bf16(*x.v);
       if (takes_wgmma_forward(n)) {
-        launch_region("attention.fwd", [&] { forward_wgmma(x, keys, q, k, v, o); });
+        WgmmaForward fwd(x, keys);
+        launch_region("attention.fwd", [&] { fwd.run(q, k, v, o); });
       } else {
         Params p = make_params(n, x.scale, keys);
         p.q = q.get();
@@ -935,7 +953,8 @@ ws1::Result<ws1::Tensors> attention_backward(const ws1::Tensors& in, const ws1::
 
 const CudaOp& attention_cuda() {
   static const CudaOp op{"attention", attention_forward, attention_backward,
-                         "attention_prep_kernel,attention_pack_keys_kernel (key mask),attention_fwd_wgmma_kernel (head_dim 128) | "
+                         "attention_prep_kernel,attention_pack_keys_kernel (key mask),attention_v_to_f16_kernel (prefill),"
+                         "attention_fwd_wgmma_kernel (head_dim 128) | "
                          "attention_fwd_kernel",
                          "attention_prep_kernel,attention_fwd_kernel,attention_dq_kernel,attention_dkdv_kernel"};
   return op;

@@ -20,8 +20,9 @@
 // The P V operand (PvMode):
 //   kFp16: P and V in fp16 (11 significand bits for P, against bf16's 8: the product o = sum p v
 //     cancels where v changes sign, and one bf16 rounding of P was red against the FP32 gold on
-//     outlier-channel inputs). V is converted in shared memory by the producer warpgroup, key row
-//     by key row: bf16 -> fp16 is exact for 2^-17 <= |v| <= 65280 and 0; smaller magnitudes
+//     outlier-channel inputs). V is converted key row by key row, either before the kernel into a
+//     workspace (prefill: attention_v_to_f16_kernel) or in shared memory by the producer
+//     warpgroup (decode, short chunks), the same bits either way: bf16 -> fp16 is exact for 2^-17 <= |v| <= 65280 and 0; smaller magnitudes
 //     round to fp16's subnormal grid (absolute error <= 2^-25). A key whose row holds a larger
 //     magnitude is scaled by 2^-e (e = its bf16 exponent above 2^15, at most 15) and its p
 //     multiplied by 2^e before the fp16 rounding, so the product is the same and nothing
@@ -32,8 +33,8 @@
 // (batch row, kv head) are r = hl * Sq + i (hl the query head within the group), contiguous in
 // q and o's [B, Hq, Sq, D] layout; a CTA takes 128 of them, so decode (Sq = 1) puts the group's
 // heads in one CTA and reads the KV once per kv head. CTA = 3 warpgroups: warpgroup 0 loads (one
-// thread issues the TMA copies: Q once, K and V tiles into a ring of kStages; in kFp16 mode its
-// 128 threads then convert V, one key row each); warpgroups 1 and 2 each own 64 rows (setmaxnreg
+// thread issues the TMA copies: Q once, K and V tiles into a ring of kStages; when V is not
+// converted yet, its 128 threads then convert it, one key row each); warpgroups 1 and 2 each own 64 rows (setmaxnreg
 // 232 / 40). A consumer warpgroup whose rows all lie past the CTA's last row issues no wgmma.
 // K and V are read through 3-D tensor maps [B * Hkv][Skv][D]: keys past Skv are zero-filled.
 // With a key mask, the caller packs the valid keys of each (b, kv head) in order first.
@@ -69,7 +70,7 @@ struct Layout {
   static constexpr int kStageBytes = kKBytes + kVBytes;
   static constexpr int kStage0 = kQBytes;
   static constexpr int kBars = kStage0 + kStages * kStageBytes;  // full_q, full_k[S], full_v[S], ready_v[S], empty[S]
-  static constexpr int kExp = kBars + 128;  // (8 * (1 + 4 kStages) bytes of barriers) per stage: 128 key exponents, 4 warp flags
+  static constexpr int kExp = kBars + 128;  // (8 * (1 + 4 kStages) bytes of barriers) per stage: 128 key exponents
   static_assert(8 * (1 + 4 * kStages) <= 128, "barriers fit");
   static constexpr int kExpStride = kBN + 16;
   static constexpr int kBytes = kExp + kStages * kExpStride + 1024 /* alignment */;
@@ -81,6 +82,15 @@ struct FwdArgs {
   int b = 0, hkv = 0, sq = 0, group = 1;
   float scale_log2 = 0.0f;  // scale * log2(e), rounded to FP32 once
   int tiles_per_kv = 0;     // ceil(group * Sq / kBM)
+  const unsigned char* vexp = nullptr;  // kVPre: the keys' exponents, [B * Hkv][vexp_stride]
+  int vexp_stride = 0;                  // ceil(Skv / kBN) * kBN
+};
+
+// V converted to fp16 before the kernel (the prefill path, where each V tile is read by many
+// CTAs): v16 like v, vexp [B * Hkv][ceil(Skv / kBN) * kBN] (0 past Skv). fwd_workspace_bytes
+// gives the size of one allocation holding both.
+struct FwdWorkspace {
+  void* base = nullptr;
 };
 
 // ---- PTX wrappers beyond det_gemm's ------------------------------------------------------------
@@ -92,6 +102,14 @@ __device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const CUtensorMap
       "[%2];\n" ::"r"(dst),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
+}
+
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory,
+// completing on the mbarrier.
+__device__ __forceinline__ void bulk_load(std::uint32_t dst, const void* src, int bytes, std::uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(reinterpret_cast<std::uint64_t>(src)), "r"(bytes), "r"(bar)
+               : "memory");
 }
 
 __device__ __forceinline__ float ex2(float x) {
@@ -156,45 +174,76 @@ __device__ __forceinline__ float quad_sum4(float v) {  // fixed butterfly
   return __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
-// ---- V to fp16, in place ------------------------------------------------------------------------
+// ---- V to fp16 ------------------------------------------------------------------------------------
 
-// Thread k (0..127) of the producer warpgroup converts key row k of the V tile at `v` (its two
-// d halves: 128-byte rows of 128-byte-swizzled boxes; the swizzle only permutes the 16-byte
-// chunks within a row, and the conversion is per element, so the row is read in any chunk
-// order: thread k starts at chunk k % 8, which keeps a quarter-warp's accesses on distinct banks).
-// Returns the key's exponent e (V row scaled by 2^-e).
+// The largest |v| of a bf16 pair as bf16 bits (monotone in the magnitude; NaN above inf).
+__device__ __forceinline__ unsigned max_mag_bits(unsigned w) { return max(w & 0x7fffu, (w >> 16) & 0x7fffu); }
+// A key row's exponent e from its largest magnitude's bits: bf16 biased exponent 142 holds
+// [2^15, 2^16), whose largest value, 65280, is fp16-exact.
+__device__ __forceinline__ int v_row_exponent(unsigned max_bits) {
+  return min(15, max(0, static_cast<int>(max_bits >> 7) - 142));
+}
+// A bf16 pair times 2^-e (s), as an fp16 pair.
+__device__ __forceinline__ unsigned v_pair_to_f16(unsigned w, float s) {
+  return pack_half2(__fmul_rn(__uint_as_float(w << 16), s), __fmul_rn(__uint_as_float(w & 0xffff0000u), s));
+}
+__device__ __forceinline__ float pow2_neg(int e) { return __int_as_float((127 - e) << 23); }
+
+// In shared memory: thread k (0..127) of the producer warpgroup converts key row k of the V tile
+// at `v` (its two d halves: 128-byte rows of 128-byte-swizzled boxes; the swizzle only permutes
+// the 16-byte chunks within a row, and the conversion is per element, so the row is read in any
+// chunk order: thread k starts at chunk k % 8, which keeps a quarter-warp's accesses on distinct
+// banks). Returns the key's exponent e (V row scaled by 2^-e).
 __device__ __forceinline__ int convert_v_row(unsigned char* v, int k) {
   unsigned char* row = v + (k / 64) * 16384 + (k % 64) * 128;
-  unsigned mx = 0;  // the largest |v| as bf16 bits (monotone in the magnitude; NaN above inf)
+  unsigned mx = 0;
 #pragma unroll
   for (int n = 0; n < 16; ++n) {
     const int chunk = (n + k) % 8, half = n / 8;
     const uint4 w = *reinterpret_cast<const uint4*>(row + half * 8192 + chunk * 16);
-    const unsigned ws[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) mx = max(mx, max(ws[j] & 0x7fffu, (ws[j] >> 16) & 0x7fffu));
+    mx = max(max(max_mag_bits(w.x), max_mag_bits(w.y)), max(max(max_mag_bits(w.z), max_mag_bits(w.w)), mx));
   }
-  // bf16 biased exponent 142 holds [2^15, 2^16): its largest value, 65280, is fp16-exact.
-  const int e = min(15, max(0, static_cast<int>(mx >> 7) - 142));
-  const float s = __int_as_float((127 - e) << 23);  // 2^-e
+  const int e = v_row_exponent(mx);
+  const float s = pow2_neg(e);
 #pragma unroll
   for (int n = 0; n < 16; ++n) {
     const int chunk = (n + k) % 8, half = n / 8;
     uint4* p = reinterpret_cast<uint4*>(row + half * 8192 + chunk * 16);
     const uint4 w = *p;
-    const unsigned ws[4] = {w.x, w.y, w.z, w.w};
-    unsigned out[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      out[j] = pack_half2(__fmul_rn(__uint_as_float(ws[j] << 16), s), __fmul_rn(__uint_as_float(ws[j] & 0xffff0000u), s));
-    *p = make_uint4(out[0], out[1], out[2], out[3]);
+    *p = make_uint4(v_pair_to_f16(w.x, s), v_pair_to_f16(w.y, s), v_pair_to_f16(w.z, s), v_pair_to_f16(w.w, s));
   }
   return e;
 }
 
+// In global memory (FwdWorkspace): the same conversion of every key row, 16 threads a row (one
+// 16-byte chunk each), so a V tile converted here is bit for bit the tile convert_v_row makes.
+// Rows are [B * Hkv][vexp_stride]; keys past Skv get exponent 0 and no V row.
+__global__ void __launch_bounds__(256) attention_v_to_f16_kernel(const bf16* v, __half* v16, unsigned char* vexp,
+                                                                 int skv, int vexp_stride, std::int64_t rows) {
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * 16 + threadIdx.x / 16;
+  const int c = static_cast<int>(threadIdx.x % 16);
+  if (r >= rows) return;  // whole 16-lane groups leave together
+  const std::int64_t bkv = r / vexp_stride;
+  const int key = static_cast<int>(r % vexp_stride);
+  const std::int64_t src = (bkv * skv + key) * kD + 8 * c;
+  uint4 w = make_uint4(0, 0, 0, 0);
+  if (key < skv) w = *reinterpret_cast<const uint4*>(v + src);
+  unsigned mx = max(max(max_mag_bits(w.x), max_mag_bits(w.y)), max(max_mag_bits(w.z), max_mag_bits(w.w)));
+#pragma unroll
+  for (int o = 1; o < 16; o *= 2) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  const int e = v_row_exponent(mx);
+  if (c == 0) vexp[r] = static_cast<unsigned char>(e);
+  if (key < skv) {
+    const float s = pow2_neg(e);
+    *reinterpret_cast<uint4*>(v16 + src) =
+        make_uint4(v_pair_to_f16(w.x, s), v_pair_to_f16(w.y, s), v_pair_to_f16(w.z, s), v_pair_to_f16(w.w, s));
+  }
+}
+
 // ---- The kernel ---------------------------------------------------------------------------------
 
-template <PvMode kMode, int kStages, bool kOverlap, bool kPingPong>
+// kVPre (kFp16 only): V arrives converted (attention_v_to_f16_kernel), with its exponents.
+template <PvMode kMode, int kStages, bool kOverlap, bool kPingPong, bool kVPre>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_fwd_wgmma_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                                const __grid_constant__ CUtensorMap map_v, const FwdArgs p) {
@@ -202,6 +251,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   using L = Layout<kStages>;
   using namespace ws1cuda::detgemm;
   constexpr bool kF16 = kMode == PvMode::kFp16;
+  static_assert(kF16 || !kVPre, "only fp16 V comes converted");
+  constexpr bool kConvert = kF16 && !kVPre;  // the producer converts V in shared memory
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) &
                                                          ~static_cast<std::uintptr_t>(1023));
@@ -255,7 +306,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_expect_tx(full_k0 + 8 * s, L::kKBytes);
       tma_load_3d(sk, &map_k, full_k0 + 8 * s, 0, t * kBN, bkv);
       tma_load_3d(sk + 16384, &map_k, full_k0 + 8 * s, 64, t * kBN, bkv);
-      mbar_expect_tx(full_v0 + 8 * s, L::kVBytes);
+      mbar_expect_tx(full_v0 + 8 * s, L::kVBytes + (kVPre ? kBN : 0));
+      if constexpr (kVPre)
+        bulk_load(base + L::kExp + s * L::kExpStride, p.vexp + static_cast<std::int64_t>(bkv) * p.vexp_stride + t * kBN,
+                  kBN, full_v0 + 8 * s);
 #pragma unroll
       for (int kh = 0; kh < 2; ++kh)
 #pragma unroll
@@ -272,14 +326,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       // Tile t is converted before tile t + kStages - 1 is issued: the issue waits for the
       // consumers to free tile t - 1's stage, and the conversion must not wait behind that.
       for (int t = 0; t < n_tiles; ++t) {
-        if constexpr (kF16) {
+        if constexpr (kConvert) {
           const int s = t % kStages;
           mbar_wait(full_v0 + 8 * s, static_cast<unsigned>(t / kStages) & 1u);
           const int e = convert_v_row(smem + L::kStage0 + s * L::kStageBytes + L::kKBytes, tid);
-          unsigned char* ex = smem + L::kExp + s * L::kExpStride;
-          ex[tid] = static_cast<unsigned char>(e);
-          const bool any = __any_sync(0xffffffffu, e != 0);
-          if ((tid & 31) == 0) reinterpret_cast<int*>(ex + kBN)[tid / 32] = any ? 1 : 0;
+          smem[L::kExp + s * L::kExpStride + tid] = static_cast<unsigned char>(e);
           asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
           mbar_arrive(ready_v0 + 8 * s);
         }
@@ -307,7 +358,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     const auto stage_k = [&](int t) { return base + L::kStage0 + (t % kStages) * L::kStageBytes; };
     const auto parity = [&](int t) { return static_cast<unsigned>(t / kStages) & 1u; };
-    const auto v_ready = [&](int t) { return (kF16 ? ready_v0 : full_v0) + 8 * (t % kStages); };
+    const auto v_ready = [&](int t) { return (kConvert ? ready_v0 : full_v0) + 8 * (t % kStages); };
     // S = Q K^T of tile t (64 rows x 128 keys), k16 steps over d in order; issued, not waited.
     const auto issue_qk = [&](int t, float (&sc)[64]) {
 #pragma unroll
@@ -389,8 +440,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_wait(v_ready(t), parity(t));
       if constexpr (kF16) {
         const unsigned char* ex = smem + L::kExp + (t % kStages) * L::kExpStride;
-        const int4 flags = *reinterpret_cast<const int4*>(ex + kBN);
-        if ((flags.x | flags.y | flags.z | flags.w) != 0) {
+        unsigned any = 0;
+#pragma unroll
+        for (int w = 0; w < kBN / 16; ++w) {
+          const uint4 x = reinterpret_cast<const uint4*>(ex)[w];
+          any |= x.x | x.y | x.z | x.w;
+        }
+        if (any != 0) {
 #pragma unroll
           for (int i = 0; i < 64; ++i) {
             const int e = ex[8 * (i / 4) + 2 * cq + (i % 2)];
@@ -524,7 +580,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 // A 3-D bf16 tensor [outer][mid][inner] (contiguous) with boxes {64, box_mid, 1}, 128-byte swizzle,
 // zeros out of bounds.
 inline Status make_map_3d(CUtensorMap& map, const void* base, std::int64_t inner, std::int64_t mid,
-                          std::int64_t outer, unsigned box_mid) {
+                          std::int64_t outer, unsigned box_mid,
+                          CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) {
   const detgemm::EncodeTiledFn encode = detgemm::encode_tiled_fn();
   if (encode == nullptr) return {cudaErrorNotSupported, "cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled)"};
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(mid),
@@ -532,18 +589,31 @@ inline Status make_map_3d(CUtensorMap& map, const void* base, std::int64_t inner
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(inner) * 2, static_cast<cuuint64_t>(inner * mid) * 2};
   const cuuint32_t box[3] = {64, box_mid, 1};
   const cuuint32_t elem[3] = {1, 1, 1};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box,
+  const CUresult r = encode(&map, type, 3, const_cast<void*>(base), dims, strides, box,
                             elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return {cudaErrorInvalidValue, "cuTensorMapEncodeTiled (attention K/V)"};
   return {};
 }
 
+inline int vexp_stride(int skv) { return (skv + kBN - 1) / kBN * kBN; }
+// Bytes of a FwdWorkspace for k and v of [B, Hkv, Skv, 128]: v16, then the exponents.
+inline std::size_t fwd_workspace_bytes(int b, int hkv, int skv) {
+  const std::size_t heads = static_cast<std::size_t>(b) * hkv;
+  return heads * skv * kD * 2 + heads * vexp_stride(skv);
+}
+// Whether the forward should take a workspace: V tiles read by several CTAs (prefill) are
+// converted once; decode and short chunks convert in the kernel and read V once. Either way the
+// bits are the same.
+inline bool fwd_wants_workspace(int hq, int hkv, int sq) { return (hq / hkv) * static_cast<std::int64_t>(sq) > 3 * kBM; }
+
 // The forward: q [B, Hq, Sq, 128], k and v [B, Hkv, Skv, 128] (device, contiguous; with a key
 // mask, k and v hold each (b, kv head)'s valid keys packed in order), vis [B][Sq], o like q.
+// kFp16 with a workspace (fwd_workspace_bytes) converts V before the kernel.
 template <PvMode kMode, int kStages = 3, bool kOverlap = false, bool kPingPong = true>
 Status launch_attention_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, const int* vis, int b, int hq,
-                            int hkv, int sq, int skv, float scale, cudaStream_t stream = nullptr) {
+                            int hkv, int sq, int skv, float scale, FwdWorkspace ws = {},
+                            cudaStream_t stream = nullptr) {
   using L = Layout<kStages>;
   if (b * hq * sq == 0) return {};
   FwdArgs a;
@@ -559,14 +629,29 @@ Status launch_attention_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o
   Status st = detgemm::make_map(mq, q, kD, static_cast<std::int64_t>(b) * hq * sq, kD, 64, kBM);
   if (!st) return st;
   if (!(st = make_map_3d(mk, k, kD, skv, static_cast<std::int64_t>(b) * hkv, kBN))) return st;
-  if (!(st = make_map_3d(mv, v, kD, skv, static_cast<std::int64_t>(b) * hkv, 64))) return st;
-  auto kernel = attention_fwd_wgmma_kernel<kMode, kStages, kOverlap, kPingPong>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes);
-  if (e != cudaSuccess) return {e, "cudaFuncSetAttribute(attention_fwd_wgmma_kernel)"};
   const unsigned blocks = static_cast<unsigned>(static_cast<std::int64_t>(b) * hkv * a.tiles_per_kv);
-  kernel<<<blocks, kThreads, L::kBytes, stream>>>(mq, mk, mv, a);
-  if ((e = cudaGetLastError()) != cudaSuccess) return {e, "attention_fwd_wgmma_kernel launch"};
-  return {};
+  const auto run = [&](auto kernel) -> Status {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes);
+    if (e != cudaSuccess) return {e, "cudaFuncSetAttribute(attention_fwd_wgmma_kernel)"};
+    kernel<<<blocks, kThreads, L::kBytes, stream>>>(mq, mk, mv, a);
+    if ((e = cudaGetLastError()) != cudaSuccess) return {e, "attention_fwd_wgmma_kernel launch"};
+    return {};
+  };
+  if (kMode == PvMode::kFp16 && ws.base != nullptr) {
+    const std::int64_t heads = static_cast<std::int64_t>(b) * hkv;
+    auto* v16 = static_cast<__half*>(ws.base);
+    auto* vexp = reinterpret_cast<unsigned char*>(v16 + heads * skv * kD);
+    a.vexp = vexp;
+    a.vexp_stride = vexp_stride(skv);
+    const std::int64_t rows = heads * a.vexp_stride;  // a multiple of 16: whole 16-lane groups
+    attention_v_to_f16_kernel<<<static_cast<unsigned>(rows / 16), 256, 0, stream>>>(v, v16, vexp, skv, a.vexp_stride,
+                                                                                     rows);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return {e, "attention_v_to_f16_kernel launch"};
+    if (!(st = make_map_3d(mv, v16, kD, skv, heads, 64, CU_TENSOR_MAP_DATA_TYPE_FLOAT16))) return st;
+    return run(attention_fwd_wgmma_kernel<kMode, kStages, kOverlap, kPingPong, kMode == PvMode::kFp16>);
+  }
+  if (!(st = make_map_3d(mv, v, kD, skv, static_cast<std::int64_t>(b) * hkv, 64))) return st;
+  return run(attention_fwd_wgmma_kernel<kMode, kStages, kOverlap, kPingPong, false>);
 }
 
 }  // namespace ws1cuda::attn

@@ -97,6 +97,7 @@ struct Problem {
   Shape s;
   bf16 *q, *k, *v, *o;
   int* vis;
+  void* ws = nullptr;  // attn::FwdWorkspace (V converted before the kernel)
   size_t nq, nkv;
   void alloc(Shape sh, float hot, unsigned seed) {
     s = sh;
@@ -114,17 +115,26 @@ struct Problem {
     CK(cudaMalloc(&vis, hv.size() * 4));
     CK(cudaMemcpy(vis, hv.data(), hv.size() * 4, cudaMemcpyHostToDevice));
   }
-  void free_all() { cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(vis); }
+  void free_all() { cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(vis); cudaFree(ws); ws = nullptr; }
+  attn::FwdWorkspace workspace(bool pre) {
+    if (pre && ws == nullptr) CK(cudaMalloc(&ws, attn::fwd_workspace_bytes(s.b, s.hkv, s.skv)));
+    return attn::FwdWorkspace{pre ? ws : nullptr};
+  }
   template <PvMode M, bool kOverlap = false, bool kPing = true>
-  void run(bf16* out = nullptr) {
-    CK(cudaMemset(out ? out : o, 0xff, nq * 2));  // poison (NaN)
-    CS((attn::launch_attention_fwd<M, 3, kOverlap, kPing>(q, k, v, out ? out : o, vis, s.b, s.hq, s.hkv, s.sq, s.skv,
-                                                   1.0f / sqrtf(128.0f))));
+  void launch(bool pre, float scale = 1.0f / sqrtf(128.0f)) {
+    CS((attn::launch_attention_fwd<M, 3, kOverlap, kPing>(q, k, v, o, vis, s.b, s.hq, s.hkv, s.sq, s.skv, scale,
+                                                         workspace(pre))));
+  }
+  // pre: V converted before the kernel (the default where fwd_wants_workspace says so).
+  template <PvMode M, bool kOverlap = false, bool kPing = true>
+  void run(int pre = -1) {
+    CK(cudaMemset(o, 0xff, nq * 2));  // poison (NaN)
+    launch<M, kOverlap, kPing>(pre < 0 ? attn::fwd_wants_workspace(s.hq, s.hkv, s.sq) : pre == 1);
     CK(cudaGetLastError());
   }
-  std::vector<unsigned short> host_o(const bf16* src = nullptr) {
+  std::vector<unsigned short> host_o() {
     std::vector<unsigned short> h(nq);
-    CK(cudaMemcpy(h.data(), src ? src : o, nq * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h.data(), o, nq * 2, cudaMemcpyDeviceToHost));
     return h;
   }
 };
@@ -147,10 +157,19 @@ void check(const char* name, Shape sh, float hot) {
   P.run<M, false, false>();
   CK(cudaDeviceSynchronize());
   auto o4 = P.host_o();
+  std::vector<unsigned short> o5 = o1, o6 = o1;  // V converted before / in the kernel
+  if (M == PvMode::kFp16) {
+    P.run<M>(1);
+    CK(cudaDeviceSynchronize());
+    o5 = P.host_o();
+    P.run<M>(0);
+    CK(cudaDeviceSynchronize());
+    o6 = P.host_o();
+  }
   size_t diff = 0, nan = 0, plain = 0;
   for (size_t i = 0; i < o1.size(); ++i) {
     diff += o1[i] != o2[i];
-    plain += (o1[i] != o3[i]) + (o1[i] != o4[i]);
+    plain += (o1[i] != o3[i]) + (o1[i] != o4[i]) + (o1[i] != o5[i]) + (o1[i] != o6[i]);
     nan += std::isnan(bf2f(o1[i]));
   }
   // sampled rows against the FP32 reference
@@ -183,7 +202,7 @@ void check(const char* name, Shape sh, float hot) {
       maxabs = std::max(maxabs, err);
     }
   }
-  printf("CHECK %-28s B%d Hq%d Hkv%d Sq%d Skv%d hot%g: run-to-run diff %zu, overlapped vs plain schedule diff %zu, "
+  printf("CHECK %-28s B%d Hq%d Hkv%d Sq%d Skv%d hot%g: run-to-run diff %zu, across schedules and V conversions diff %zu, "
          "NaN %zu, sampled rows %d: max|err| %.3g, worst share of allowance %.3f %s\n",
          name, sh.b, sh.hq, sh.hkv, sh.sq, sh.skv, hot, diff, plain, nan, nrows, maxabs, worst,
          diff == 0 && plain == 0 && nan == 0 && worst <= 1.0 ? "OK" : "FAIL");
@@ -231,7 +250,7 @@ void check(const char* name, Shape sh, float hot) {
 }
 
 template <PvMode M, bool kOverlap = false, bool kPing = true>
-void timeit(const char* name, Shape sh) {
+void timeit(const char* name, Shape sh, bool pre = false) {
   Problem P;
   P.alloc(sh, 1.0f, 5);
   int* fl; const size_t fn = (size_t)64 << 20;  // 256 MiB
@@ -242,8 +261,7 @@ void timeit(const char* name, Shape sh) {
   for (int r = 0; r < 35; ++r) {
     flush_k<<<1024, 256>>>(fl, fn);
     CK(cudaEventRecord(a));
-    CS((attn::launch_attention_fwd<M, 3, kOverlap, kPing>(P.q, P.k, P.v, P.o, P.vis, sh.b, sh.hq, sh.hkv, sh.sq, sh.skv,
-                                                   0.0883883f)));
+    P.launch<M, kOverlap, kPing>(pre, 0.0883883f);
     CK(cudaEventRecord(b));
     CK(cudaEventSynchronize(b));
     float ms; CK(cudaEventElapsedTime(&ms, a, b));
@@ -275,7 +293,7 @@ void repeat(int runs) {
     CK(cudaDeviceSynchronize());
     differ += P.host_o() != first;
   }
-  printf("REPEAT fp16 (default schedule) B1 Hq32 Hkv8 S8192 outlier x64: %d runs, %d differ from the first %s\n", runs,
+  printf("REPEAT fp16 (default schedule, V converted first) B1 Hq32 Hkv8 S8192 outlier x64: %d runs, %d differ from the first %s\n", runs,
          differ, differ ? "FAIL" : "OK");
   P.free_all();
 }
@@ -298,6 +316,10 @@ int main(int argc, char** argv) {
   }
   if (tim) {
     for (int s : {8192, 4096}) {
+      timeit<PvMode::kFp16, false, true>("fp16 pre plain ping-pong", Shape{1, 32, 8, s, s}, true);
+      timeit<PvMode::kFp16, false, false>("fp16 pre plain", Shape{1, 32, 8, s, s}, true);
+      timeit<PvMode::kFp16, true, true>("fp16 pre overlap ping-pong", Shape{1, 32, 8, s, s}, true);
+      timeit<PvMode::kFp16, true, false>("fp16 pre overlap", Shape{1, 32, 8, s, s}, true);
       timeit<PvMode::kFp16, false, true>("fp16 plain ping-pong", Shape{1, 32, 8, s, s});
       timeit<PvMode::kFp16, false, false>("fp16 plain", Shape{1, 32, 8, s, s});
       timeit<PvMode::kFp16, true, true>("fp16 overlap ping-pong", Shape{1, 32, 8, s, s});
@@ -306,6 +328,9 @@ int main(int argc, char** argv) {
       timeit<PvMode::kBf16Split, false, false>("split plain", Shape{1, 32, 8, s, s});
     }
     timeit<PvMode::kFp16>("fp16 decode", Shape{32, 32, 8, 1, 4096});
+    timeit<PvMode::kFp16>("fp16 decode pre", Shape{32, 32, 8, 1, 4096}, true);
+    timeit<PvMode::kFp16>("fp16 chunk 128", Shape{8, 32, 8, 128, 4096});
+    timeit<PvMode::kFp16>("fp16 chunk 128 pre", Shape{8, 32, 8, 128, 4096}, true);
     timeit<PvMode::kBf16Split>("split decode", Shape{32, 32, 8, 1, 4096});
   }
   return 0;
