@@ -295,8 +295,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
 
+  // kConvert: V tile t to fp16 in place by 128 threads (tid 0..127), its exponents beside it.
+  // The second consumer warpgroup does it when it has no rows (decode: the producer then only
+  // issues copies, and more tiles are in flight); the producer warpgroup otherwise.
+  const bool wg2_converts = kConvert && r0 + 64 >= rows;
+  const auto convert_tile = [&](int t, int tid) {
+    const int s = t % kStages;
+    mbar_wait(full_v0 + 8 * s, static_cast<unsigned>(t / kStages) & 1u);
+    const int e = convert_v_row(smem + L::kStage0 + s * L::kStageBytes + L::kKBytes, tid);
+    smem[L::kExp + s * L::kExpStride + tid] = static_cast<unsigned char>(e);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    mbar_arrive(ready_v0 + 8 * s);
+  };
+
   if (wg == 0) {
-    // ---- Producer: TMA (thread 0), then the V conversion (kFp16, all 128 threads) ----
+    // ---- Producer: TMA (thread 0), then the V conversion (kConvert, all 128 threads) ----
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     const int tid = static_cast<int>(threadIdx.x);
     const auto issue = [&](int t) {  // K and V of tile t into stage t % kStages
@@ -326,14 +339,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // Tile t is converted before tile t + kStages - 1 is issued: the issue waits for the
       // consumers to free tile t - 1's stage, and the conversion must not wait behind that.
       for (int t = 0; t < n_tiles; ++t) {
-        if constexpr (kConvert) {
-          const int s = t % kStages;
-          mbar_wait(full_v0 + 8 * s, static_cast<unsigned>(t / kStages) & 1u);
-          const int e = convert_v_row(smem + L::kStage0 + s * L::kStageBytes + L::kKBytes, tid);
-          smem[L::kExp + s * L::kExpStride + tid] = static_cast<unsigned char>(e);
-          asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-          mbar_arrive(ready_v0 + 8 * s);
-        }
+        if (kConvert && !wg2_converts) convert_tile(t, tid);
         if (tid == 0 && t + kStages - 1 < n_tiles) issue(t + kStages - 1);
       }
     }
@@ -486,10 +492,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (lane == 0) mbar_arrive(empty0 + 8 * (t % kStages));
     };
 
-    if (!active) {  // keep the ring going
+    if (!active) {  // keep the ring going (and convert V where this is the converter)
       for (int t = 0; t < n_tiles; ++t) {
-        mbar_wait(full_k0 + 8 * (t % kStages), parity(t));
-        mbar_wait(v_ready(t), parity(t));
+        if (wg2_converts) {
+          convert_tile(t, tid);
+        } else {
+          mbar_wait(full_k0 + 8 * (t % kStages), parity(t));
+          mbar_wait(v_ready(t), parity(t));
+        }
         release(t);
       }
     } else if constexpr (kOverlap) {
@@ -610,7 +620,7 @@ inline bool fwd_wants_workspace(int hq, int hkv, int sq) { return (hq / hkv) * s
 // The forward: q [B, Hq, Sq, 128], k and v [B, Hkv, Skv, 128] (device, contiguous; with a key
 // mask, k and v hold each (b, kv head)'s valid keys packed in order), vis [B][Sq], o like q.
 // kFp16 with a workspace (fwd_workspace_bytes) converts V before the kernel.
-template <PvMode kMode, int kStages = 3, bool kOverlap = false, bool kPingPong = true>
+template <PvMode kMode, int kStages = 3, bool kOverlap = true, bool kPingPong = true>
 Status launch_attention_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, const int* vis, int b, int hq,
                             int hkv, int sq, int skv, float scale, FwdWorkspace ws = {},
                             cudaStream_t stream = nullptr) {
