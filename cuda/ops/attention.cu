@@ -73,7 +73,7 @@
 #include <type_traits>
 
 #include "attention.hpp"
-#include "attention_wgmma.cuh"
+#include "attention_wgmma_bwd.cuh"
 #include "op_support.hpp"
 #include "registry.hpp"
 #include "ws1cuda/device_array.cuh"
@@ -838,45 +838,66 @@ bool takes_wgmma_forward(const AttentionDims& n) {
   return n.d == attn::kD && n.skv > 0 && n.b * n.hq * n.sq < (std::int64_t{1} << 31);
 }
 
-// head_dim 128: the tensor-core forward (attention_wgmma.cuh; its declared order is in that file's
-// comment). With a key mask that hides any key, the valid keys are packed first. The buffers are
-// allocated before the timed region: it holds the launches alone.
-struct WgmmaForward {
-  const AttentionInputs& x;
-  const KeyList& keys;
-  bool masked;
-  DeviceArray<bf16> kp, vp;
-  DeviceArray<unsigned char> ws;
-
-  WgmmaForward(const AttentionInputs& in, const KeyList& kl)
-      : x(in), keys(kl), masked(std::find(in.valid.begin(), in.valid.end(), std::uint8_t{0}) != in.valid.end()) {
-    const AttentionDims& n = x.n;
-    if (masked) {
-      kp = DeviceArray<bf16>(static_cast<std::size_t>(x.k->numel()));
-      vp = DeviceArray<bf16>(static_cast<std::size_t>(x.v->numel()));
+// head_dim 128: the tensor-core kernels (attention_wgmma.cuh, attention_wgmma_bwd.cuh; their
+// declared orders are in those files' comments). With a key mask that hides any key, the valid
+// keys are packed first. The buffers are allocated before the timed region: it holds the
+// launches alone.
+class WgmmaAttention {
+ public:
+  WgmmaAttention(const AttentionInputs& in, const KeyList& kl, bool backward)
+      : x_(in), keys_(kl), masked_(std::find(in.valid.begin(), in.valid.end(), std::uint8_t{0}) != in.valid.end()) {
+    const AttentionDims& n = x_.n;
+    if (masked_) {
+      kp_ = DeviceArray<bf16>(static_cast<std::size_t>(x_.k->numel()));
+      vp_ = DeviceArray<bf16>(static_cast<std::size_t>(x_.v->numel()));
     }
-    if (kForwardPv == attn::PvMode::kFp16 &&
-        attn::fwd_wants_workspace(static_cast<int>(n.hq), static_cast<int>(n.hkv), static_cast<int>(n.sq)))
-      ws = DeviceArray<unsigned char>(
-          attn::fwd_workspace_bytes(static_cast<int>(n.b), static_cast<int>(n.hkv), static_cast<int>(n.skv)));
+    if (kForwardPv == attn::PvMode::kFp16 && attn::fwd_wants_workspace(dim(n.hq), dim(n.hkv), dim(n.sq)))
+      ws_ = DeviceArray<unsigned char>(attn::fwd_workspace_bytes(dim(n.b), dim(n.hkv), dim(n.skv)));
+    if (backward) stats_ = DeviceArray<unsigned char>(attn::bwd_workspace_bytes(dim(n.b), dim(n.hq), dim(n.sq)));
   }
 
-  void run(const DeviceArray<bf16>& q, const DeviceArray<bf16>& k, const DeviceArray<bf16>& v, DeviceArray<bf16>& o) {
-    const AttentionDims& n = x.n;
-    if (masked) {
-      const std::int64_t chunks = n.skv * (attn::kD / 8);
-      const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>((chunks + 255) / 256, 1024)),
-                      static_cast<unsigned>(n.b * n.hkv));
-      attention_pack_keys_kernel<<<grid, 256>>>(k.get(), v.get(), keys.kidx.get(), keys.nvalid.get(),
-                                                static_cast<int>(n.hkv), static_cast<int>(n.skv), kp.get(), vp.get());
-      check_launch("attention_pack_keys_kernel");
-    }
+  void forward(const DeviceArray<bf16>& q, const DeviceArray<bf16>& k, const DeviceArray<bf16>& v,
+               DeviceArray<bf16>& o) {
+    const AttentionDims& n = x_.n;
+    pack(k, v);
     const attn::Status st = attn::launch_attention_fwd<kForwardPv>(
-        q.get(), masked ? kp.get() : k.get(), masked ? vp.get() : v.get(), o.get(), keys.vis.get(),
-        static_cast<int>(n.b), static_cast<int>(n.hq), static_cast<int>(n.hkv), static_cast<int>(n.sq),
-        static_cast<int>(n.skv), x.scale, attn::FwdWorkspace{ws.size() > 0 ? ws.get() : nullptr});
+        q.get(), keys(k), values(v), o.get(), keys_.vis.get(), dim(n.b), dim(n.hq), dim(n.hkv), dim(n.sq),
+        dim(n.skv), x_.scale, fwd_ws());
     check(st.error, st.what);
   }
+
+  void backward(const DeviceArray<bf16>& q, const DeviceArray<bf16>& k, const DeviceArray<bf16>& v,
+                const DeviceArray<bf16>& dy, DeviceArray<bf16>& dq, DeviceArray<bf16>& dk, DeviceArray<bf16>& dv) {
+    const AttentionDims& n = x_.n;
+    pack(k, v);
+    const attn::Status st = attn::launch_attention_bwd(
+        q.get(), keys(k), values(v), dy.get(), dq.get(), dk.get(), dv.get(), keys_.vis.get(), keys_.kidx.get(),
+        keys_.nvalid.get(), keys_.q0.get(), dim(n.b), dim(n.hq), dim(n.hkv), dim(n.sq), dim(n.skv), x_.scale,
+        stats_.get(), fwd_ws());
+    check(st.error, st.what);
+  }
+
+ private:
+  static int dim(std::int64_t v) { return static_cast<int>(v); }
+  void pack(const DeviceArray<bf16>& k, const DeviceArray<bf16>& v) {
+    if (!masked_) return;
+    const AttentionDims& n = x_.n;
+    const std::int64_t chunks = n.skv * (attn::kD / 8);
+    const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>((chunks + 255) / 256, 1024)),
+                    static_cast<unsigned>(n.b * n.hkv));
+    attention_pack_keys_kernel<<<grid, 256>>>(k.get(), v.get(), keys_.kidx.get(), keys_.nvalid.get(), dim(n.hkv),
+                                              dim(n.skv), kp_.get(), vp_.get());
+    check_launch("attention_pack_keys_kernel");
+  }
+  const bf16* keys(const DeviceArray<bf16>& k) const { return masked_ ? kp_.get() : k.get(); }
+  const bf16* values(const DeviceArray<bf16>& v) const { return masked_ ? vp_.get() : v.get(); }
+  attn::FwdWorkspace fwd_ws() { return attn::FwdWorkspace{ws_.size() > 0 ? ws_.get() : nullptr}; }
+
+  const AttentionInputs& x_;
+  const KeyList& keys_;
+  bool masked_;
+  DeviceArray<bf16> kp_, vp_;
+  DeviceArray<unsigned char> ws_, stats_;
 };
 
 ws1::Result<ws1::Tensors> attention_forward(const ws1::Tensors& in, const ws1::OpContext&) {
@@ -889,8 +910,8 @@ ws1::Result<ws1::Tensors> attention_forward(const ws1::Tensors& in, const ws1::O
       const KeyList keys = prepare_keys(x);
       const DeviceArray<bf16> q = upload_bf16(*x.q), k = upload_bf16(*x.k), v = upload_bf16(*x.v);
       if (takes_wgmma_forward(n)) {
-        WgmmaForward fwd(x, keys);
-        launch_region("attention.fwd", [&] { fwd.run(q, k, v, o); });
+        WgmmaAttention wgmma(x, keys, /*backward=*/false);
+        launch_region("attention.fwd", [&] { wgmma.forward(q, k, v, o); });
       } else {
         Params p = make_params(n, x.scale, keys);
         p.q = q.get();
@@ -902,6 +923,37 @@ ws1::Result<ws1::Tensors> attention_forward(const ws1::Tensors& in, const ws1::O
       }
     }
     return ws1::Tensors{{"o", download_bf16(o, x.q->shape())}};
+  });
+}
+
+// Every head_dim: the mma.sync kernels (the forward in its statistics mode, dq, dk and dv).
+void backward_mma(const AttentionInputs& x, const KeyList& keys, const DeviceArray<bf16>& q,
+                  const DeviceArray<bf16>& k, const DeviceArray<bf16>& v, const DeviceArray<bf16>& dy,
+                  DeviceArray<bf16>& dq, DeviceArray<bf16>& dk, DeviceArray<bf16>& dv) {
+  const AttentionDims& n = x.n;
+  DeviceArray<float> lse = poisoned<float>(static_cast<std::size_t>(n.b * n.hq * n.sq));
+  DeviceArray<float> dsum = poisoned<float>(lse.size());
+  Params p = make_params(n, x.scale, keys);
+  p.q = q.get();
+  p.k = k.get();
+  p.v = v.get();
+  p.dy = dy.get();
+  p.dq = dq.get();
+  p.dk = dk.get();
+  p.dv = dv.get();
+  p.lse = lse.get();
+  p.dsum = dsum.get();
+  launch_region("attention.bwd", [&] {
+    with_padded_dim(n.d, [&](auto dp) {
+      constexpr int DP = decltype(dp)::value, DC = DP < kChunkCols ? DP : kChunkCols;
+      launch_forward<DP, true>(p);
+      const std::int64_t chunks = DP / DC;
+      launch(attention_dq_kernel<DP, DC>, "attention_dq_kernel", n.b * n.hq * ((n.sq + kTile - 1) / kTile) * chunks,
+             dq_smem_bytes<DP>(), p);
+      if (n.skv > 0)
+        launch(attention_dkdv_kernel<DP, DC>, "attention_dkdv_kernel",
+               n.b * n.hkv * ((n.skv + kTile - 1) / kTile) * chunks, dkdv_smem_bytes<DP>(), p);
+    });
   });
 }
 
@@ -918,30 +970,12 @@ ws1::Result<ws1::Tensors> attention_backward(const ws1::Tensors& in, const ws1::
       const KeyList keys = prepare_keys(x);
       const DeviceArray<bf16> q = upload_bf16(*x.q), k = upload_bf16(*x.k), v = upload_bf16(*x.v);
       const DeviceArray<bf16> dy = upload_bf16(*x.dy);
-      DeviceArray<float> lse = poisoned<float>(static_cast<std::size_t>(n.b * n.hq * n.sq));
-      DeviceArray<float> dsum = poisoned<float>(lse.size());
-      Params p = make_params(n, x.scale, keys);
-      p.q = q.get();
-      p.k = k.get();
-      p.v = v.get();
-      p.dy = dy.get();
-      p.dq = dq.get();
-      p.dk = dk.get();
-      p.dv = dv.get();
-      p.lse = lse.get();
-      p.dsum = dsum.get();
-      launch_region("attention.bwd", [&] {
-        with_padded_dim(n.d, [&](auto dp) {
-          constexpr int DP = decltype(dp)::value, DC = DP < kChunkCols ? DP : kChunkCols;
-          launch_forward<DP, true>(p);
-          const std::int64_t chunks = DP / DC;
-          launch(attention_dq_kernel<DP, DC>, "attention_dq_kernel",
-                 n.b * n.hq * ((n.sq + kTile - 1) / kTile) * chunks, dq_smem_bytes<DP>(), p);
-          if (n.skv > 0)
-            launch(attention_dkdv_kernel<DP, DC>, "attention_dkdv_kernel",
-                   n.b * n.hkv * ((n.skv + kTile - 1) / kTile) * chunks, dkdv_smem_bytes<DP>(), p);
-        });
-      });
+      if (takes_wgmma_forward(n)) {
+        WgmmaAttention wgmma(x, keys, /*backward=*/true);
+        launch_region("attention.bwd", [&] { wgmma.backward(q, k, v, dy, dq, dk, dv); });
+      } else {
+        backward_mma(x, keys, q, k, v, dy, dq, dk, dv);
+      }
     }
     return ws1::Tensors{{"dq", download_bf16(dq, x.q->shape())},
                         {"dk", download_bf16(dk, x.k->shape())},
@@ -956,7 +990,9 @@ const CudaOp& attention_cuda() {
                          "attention_prep_kernel,attention_pack_keys_kernel (key mask),attention_v_to_f16_kernel (prefill),"
                          "attention_fwd_wgmma_kernel (head_dim 128) | "
                          "attention_fwd_kernel",
-                         "attention_prep_kernel,attention_fwd_kernel,attention_dq_kernel,attention_dkdv_kernel"};
+                         "attention_prep_kernel,attention_pack_keys_kernel (key mask),attention_v_to_f16_kernel (prefill),"
+                         "attention_fwd_wgmma_kernel (statistics),attention_dq_wgmma_kernel,attention_dkdv_wgmma_kernel "
+                         "(head_dim 128) | attention_fwd_kernel,attention_dq_kernel,attention_dkdv_kernel"};
   return op;
 }
 

@@ -84,6 +84,12 @@ struct FwdArgs {
   int tiles_per_kv = 0;     // ceil(group * Sq / kBM)
   const unsigned char* vexp = nullptr;  // kVPre: the keys' exponents, [B * Hkv][vexp_stride]
   int vexp_stride = 0;                  // ceil(Skv / kBN) * kBN
+  // The backward's statistics instead of o (lse2 != nullptr): per row, lse2 = m + log2(l) (+inf
+  // without a visible key) and dsum = sum_d dout . (acc / l) (FP32 o; a per-lane fma chain over
+  // its columns in order, then the quad butterfly).
+  const bf16* dout = nullptr;
+  float* lse2 = nullptr;
+  float* dsum = nullptr;
 };
 
 // V converted to fp16 before the kernel (the prefill path, where each V tile is read by many
@@ -91,6 +97,12 @@ struct FwdArgs {
 // gives the size of one allocation holding both.
 struct FwdWorkspace {
   void* base = nullptr;
+};
+// The backward's statistics (FwdArgs): with lse2 set, the forward writes lse2 and dsum, not o.
+struct FwdStats {
+  const bf16* dout = nullptr;
+  float* lse2 = nullptr;
+  float* dsum = nullptr;
 };
 
 // ---- PTX wrappers beyond det_gemm's ------------------------------------------------------------
@@ -240,6 +252,41 @@ __global__ void __launch_bounds__(256) attention_v_to_f16_kernel(const bf16* v, 
   }
 }
 
+// The rows of one CTA of the forward (and of the backward's dq kernel): [r0, r0 + kBM) of the
+// (batch row, kv head)'s group * Sq rows, heaviest first (with Sq a multiple of kBM: the last
+// tiles of every head of the group, then the earlier ones), and the key tiles they see.
+struct RowBlock {
+  int rows, bkv, r0;
+  int n_tiles;     // key tiles any row sees
+  int full_tiles;  // key tiles every row sees whole
+  const int* vis;  // the batch row's vis
+  std::int64_t q_row0;
+};
+__device__ __forceinline__ RowBlock row_block(int nb, int hkv, int sq, int group, int tiles_per_kv, const int* vis) {
+  RowBlock r;
+  const int nkv = nb * hkv;
+  r.rows = group * sq;
+  r.bkv = static_cast<int>(blockIdx.x) % nkv;
+  const int order = static_cast<int>(blockIdx.x) / nkv;
+  int tile;
+  if (sq % kBM == 0) {
+    const int qt = sq / kBM;
+    tile = (order % group) * qt + (qt - 1 - order / group);
+  } else {
+    tile = tiles_per_kv - 1 - order;
+  }
+  r.r0 = tile * kBM;
+  r.vis = vis + static_cast<std::int64_t>(r.bkv / hkv) * sq;
+  const int last = min(r.rows, r.r0 + kBM) - 1;
+  const bool spans = r.r0 / sq != last / sq;  // rows of two query heads: counts restart at i = 0
+  const int max_count = r.vis[spans ? sq - 1 : last % sq];
+  const int min_count = r.vis[spans ? 0 : r.r0 % sq];
+  r.n_tiles = (max_count + kBN - 1) / kBN;
+  r.full_tiles = min_count / kBN;
+  r.q_row0 = static_cast<std::int64_t>(r.bkv) * r.rows + r.r0;
+  return r;
+}
+
 // ---- The kernel ---------------------------------------------------------------------------------
 
 // kVPre (kFp16 only): V arrives converted (attention_v_to_f16_kernel), with its exponents.
@@ -261,26 +308,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                       ready_v0 = full_v0 + 8 * kStages, empty0 = ready_v0 + 8 * kStages;
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
 
-  // The CTA's rows: [r0, r0 + kBM) of the (batch row, kv head)'s group * Sq rows, heaviest first
-  // (with Sq a multiple of kBM: the last tiles of every head of the group, then the earlier ones).
-  const int nkv = p.b * p.hkv, rows = p.group * p.sq;
-  const int bkv = static_cast<int>(blockIdx.x) % nkv, order = static_cast<int>(blockIdx.x) / nkv;
-  int tile;
-  if (p.sq % kBM == 0) {
-    const int qt = p.sq / kBM;
-    tile = (order % p.group) * qt + (qt - 1 - order / p.group);
-  } else {
-    tile = p.tiles_per_kv - 1 - order;
-  }
-  const int r0 = tile * kBM, b = bkv / p.hkv;
-  const int* vis = p.vis + static_cast<std::int64_t>(b) * p.sq;
-  const int last = min(rows, r0 + kBM) - 1;
-  const bool spans = r0 / p.sq != last / p.sq;  // rows of two query heads: counts restart at i = 0
-  const int max_count = vis[spans ? p.sq - 1 : last % p.sq];
-  const int min_count = vis[spans ? 0 : r0 % p.sq];
-  const int n_tiles = (max_count + kBN - 1) / kBN;
-  const int full_tiles = min_count / kBN;  // every row of the CTA sees all keys of these tiles
-  const std::int64_t q_row0 = static_cast<std::int64_t>(bkv) * rows + r0;
+  const RowBlock rb = row_block(p.b, p.hkv, p.sq, p.group, p.tiles_per_kv, p.vis);
+  const int rows = rb.rows, bkv = rb.bkv, r0 = rb.r0, n_tiles = rb.n_tiles, full_tiles = rb.full_tiles;
+  const int* vis = rb.vis;
+  const std::int64_t q_row0 = rb.q_row0;
 
   if (threadIdx.x == 0) {
     detgemm::mbar_init(full_q, 1);
@@ -560,8 +591,29 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
 
-    // o = acc / l, bf16, 16-byte stores (the quad transposes its column pairs).
-    if (active) {
+    if (active && p.lse2 != nullptr) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = my_row0 + 8 * h;
+        const bool any = count[h] > 0, in = r < rows;
+        const std::int64_t row = static_cast<std::int64_t>(bkv) * rows + r;
+        float ds = 0.0f;
+#pragma unroll
+        for (int q = 0; q < 16; ++q) {
+          __nv_bfloat162 d2 = __floats2bfloat162_rn(0.0f, 0.0f);
+          if (in) d2 = *reinterpret_cast<const __nv_bfloat162*>(p.dout + row * kD + 8 * q + 2 * cq);
+          const int i = 4 * q + 2 * h;
+          ds = __fmaf_rn(__low2float(d2), any ? __fdiv_rn(acc[i], l[h]) : 0.0f, ds);
+          ds = __fmaf_rn(__high2float(d2), any ? __fdiv_rn(acc[i + 1], l[h]) : 0.0f, ds);
+        }
+        ds = quad_sum4(ds);
+        if (in && cq == 0) {
+          p.lse2[row] = any ? __fadd_rn(m[h], log2f(l[h])) : INFINITY;
+          p.dsum[row] = ds;
+        }
+      }
+    } else if (active) {
+      // o = acc / l, bf16, 16-byte stores (the quad transposes its column pairs).
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = my_row0 + 8 * h;
@@ -619,10 +671,11 @@ inline bool fwd_wants_workspace(int hq, int hkv, int sq) { return (hq / hkv) * s
 
 // The forward: q [B, Hq, Sq, 128], k and v [B, Hkv, Skv, 128] (device, contiguous; with a key
 // mask, k and v hold each (b, kv head)'s valid keys packed in order), vis [B][Sq], o like q.
-// kFp16 with a workspace (fwd_workspace_bytes) converts V before the kernel.
+// kFp16 with a workspace (fwd_workspace_bytes) converts V before the kernel. With stats.lse2 set,
+// the backward's statistics are written instead of o.
 template <PvMode kMode, int kStages = 3, bool kOverlap = true, bool kPingPong = true>
 Status launch_attention_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, const int* vis, int b, int hq,
-                            int hkv, int sq, int skv, float scale, FwdWorkspace ws = {},
+                            int hkv, int sq, int skv, float scale, FwdWorkspace ws = {}, FwdStats stats = {},
                             cudaStream_t stream = nullptr) {
   using L = Layout<kStages>;
   if (b * hq * sq == 0) return {};
@@ -635,6 +688,9 @@ Status launch_attention_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o
   a.group = hq / hkv;
   a.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
   a.tiles_per_kv = (a.group * sq + kBM - 1) / kBM;
+  a.dout = stats.dout;
+  a.lse2 = stats.lse2;
+  a.dsum = stats.dsum;
   CUtensorMap mq, mk, mv;
   Status st = detgemm::make_map(mq, q, kD, static_cast<std::int64_t>(b) * hq * sq, kD, 64, kBM);
   if (!st) return st;

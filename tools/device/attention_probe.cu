@@ -4,7 +4,7 @@
 // (median of 30, L2 flushed). A standalone probe, not part of the build; on the GPU machine:
 //   nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -o attention_probe \
 //        tools/device/attention_probe.cu -lcuda
-//   ./attention_probe [check|time|all]
+//   ./attention_probe [check|time|all] | repeat N | bwd
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../../cuda/ops/attention_wgmma.cuh"
+#include "../../cuda/ops/attention_wgmma_bwd.cuh"
 using namespace ws1cuda;
 using attn::PvMode;
 using bf16 = __nv_bfloat16;
@@ -301,8 +301,161 @@ void repeat(int runs) {
   P.free_all();
 }
 
+// ---- The backward ------------------------------------------------------------------------------
+
+float bf(const bf16& x) { return __bfloat162float(x); }
+
+struct Bwd {
+  Problem P;
+  bf16 *dout, *dq, *dk, *dv;
+  int *kidx, *nvalid, *q0;
+  void *stats, *ws = nullptr;
+  void alloc(Shape sh, float hot, unsigned seed) {
+    P.alloc(sh, hot, seed);
+    CK(cudaMalloc(&dout, P.nq * 2)); CK(cudaMalloc(&dq, P.nq * 2));
+    CK(cudaMalloc(&dk, P.nkv * 2)); CK(cudaMalloc(&dv, P.nkv * 2));
+    fill<<<1024, 256>>>(dout, P.nq, seed + 3, 128, 1.0f, 1.0f);
+    std::vector<int> ki((size_t)sh.b * sh.skv), nv(sh.b, sh.skv), z(sh.b, std::max(sh.sq - sh.skv, 0));
+    for (size_t i = 0; i < ki.size(); ++i) ki[i] = (int)(i % sh.skv);
+    CK(cudaMalloc(&kidx, ki.size() * 4)); CK(cudaMalloc(&nvalid, sh.b * 4)); CK(cudaMalloc(&q0, sh.b * 4));
+    CK(cudaMemcpy(kidx, ki.data(), ki.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(nvalid, nv.data(), sh.b * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(q0, z.data(), sh.b * 4, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&stats, attn::bwd_workspace_bytes(sh.b, sh.hq, sh.sq)));
+    if (attn::fwd_wants_workspace(sh.hq, sh.hkv, sh.sq)) CK(cudaMalloc(&ws, attn::fwd_workspace_bytes(sh.b, sh.hkv, sh.skv)));
+  }
+  void run() {
+    const Shape& s = P.s;
+    CK(cudaMemset(dq, 0xff, P.nq * 2));
+    CK(cudaMemset(dk, 0, P.nkv * 2));
+    CK(cudaMemset(dv, 0, P.nkv * 2));
+    CS(attn::launch_attention_bwd(P.q, P.k, P.v, dout, dq, dk, dv, P.vis, kidx, nvalid, q0, s.b, s.hq, s.hkv, s.sq, s.skv,
+                                  1.0f / sqrtf(128.0f), stats, attn::FwdWorkspace{ws}));
+    CK(cudaGetLastError());
+  }
+  std::vector<unsigned short> get(const bf16* x, size_t n) {
+    std::vector<unsigned short> h(n);
+    CK(cudaMemcpy(h.data(), x, n * 2, cudaMemcpyDeviceToHost));
+    return h;
+  }
+  std::vector<unsigned short> all() {
+    auto a = get(dq, P.nq), b = get(dk, P.nkv), c = get(dv, P.nkv);
+    a.insert(a.end(), b.begin(), b.end());
+    a.insert(a.end(), c.begin(), c.end());
+    return a;
+  }
+  void free_all() { P.free_all(); cudaFree(dout); cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(kidx);
+                    cudaFree(nvalid); cudaFree(q0); cudaFree(stats); cudaFree(ws); }
+};
+
+// Gradients in double on the host (small shapes), judged by the contract row's shape
+// (atol 0.05 + rtol 0.02 |ref|) as the share of it used; bits across runs.
+void bwd_check(const char* name, Shape sh, float hot) {
+  Bwd B;
+  B.alloc(sh, hot, 31);
+  B.run();
+  CK(cudaDeviceSynchronize());
+  const auto first = B.all();
+  B.run();
+  CK(cudaDeviceSynchronize());
+  const size_t differ = first != B.all();
+  std::vector<bf16> q(B.P.nq), k(B.P.nkv), v(B.P.nkv), dout(B.P.nq);
+  CK(cudaMemcpy(q.data(), B.P.q, B.P.nq * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(k.data(), B.P.k, B.P.nkv * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(v.data(), B.P.v, B.P.nkv * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(dout.data(), B.dout, B.P.nq * 2, cudaMemcpyDeviceToHost));
+  const int D = 128, g = sh.hq / sh.hkv;
+  const double scale = 1.0 / sqrt(128.0);
+  std::vector<double> dq(B.P.nq, 0.0), dk(B.P.nkv, 0.0), dv(B.P.nkv, 0.0);
+  for (int b = 0; b < sh.b; ++b)
+    for (int h = 0; h < sh.hq; ++h) {
+      const size_t kvb = ((size_t)b * sh.hkv + h / g) * sh.skv * D, qb = ((size_t)b * sh.hq + h) * sh.sq * D;
+      for (int i = 0; i < sh.sq; ++i) {
+        const int vis = std::min(std::max(i + sh.skv - sh.sq + 1, 0), sh.skv);
+        std::vector<double> sc(vis), dp(vis);
+        double mx = -1e300, l = 0, dsum = 0;
+        for (int j = 0; j < vis; ++j) {
+          double a = 0, c = 0;
+          for (int d = 0; d < D; ++d) {
+            a += (double)bf(q[qb + (size_t)i * D + d]) * bf(k[kvb + (size_t)j * D + d]);
+            c += (double)bf(dout[qb + (size_t)i * D + d]) * bf(v[kvb + (size_t)j * D + d]);
+          }
+          sc[j] = a * scale;
+          dp[j] = c;
+          mx = std::max(mx, sc[j]);
+        }
+        for (int j = 0; j < vis; ++j) l += exp(sc[j] - mx);
+        for (int j = 0; j < vis; ++j) dsum += exp(sc[j] - mx) / l * dp[j];
+        for (int j = 0; j < vis; ++j) {
+          const double p = exp(sc[j] - mx) / l, ds = p * (dp[j] - dsum);
+          for (int d = 0; d < D; ++d) {
+            dq[qb + (size_t)i * D + d] += ds * scale * bf(k[kvb + (size_t)j * D + d]);
+            dk[kvb + (size_t)j * D + d] += ds * scale * bf(q[qb + (size_t)i * D + d]);
+            dv[kvb + (size_t)j * D + d] += p * bf(dout[qb + (size_t)i * D + d]);
+          }
+        }
+      }
+    }
+  const auto judge = [&](const std::vector<unsigned short>& got, const std::vector<double>& ref, size_t off) {
+    double worst = 0;
+    size_t nan = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double c = bf2f(got[off + i]), err = fabs(c - ref[i]);
+      if (std::isnan(c)) ++nan;
+      worst = std::max(worst, std::isnan(err) ? 1e30 : err / (0.05 + 0.02 * fabs(ref[i])));
+    }
+    return std::make_pair(worst, nan);
+  };
+  const auto [wq, nq] = judge(first, dq, 0);
+  const auto [wk, nk] = judge(first, dk, B.P.nq);
+  const auto [wv, nv] = judge(first, dv, B.P.nq + B.P.nkv);
+  const bool ok = differ == 0 && nq + nk + nv == 0 && wq <= 1 && wk <= 1 && wv <= 1;
+  printf("BWD CHECK %-20s B%d Hq%d Hkv%d Sq%d Skv%d hot%g: run-to-run differ %zu, NaN %zu, worst share of allowance "
+         "dq %.3f dk %.3f dv %.3f %s\n", name, sh.b, sh.hq, sh.hkv, sh.sq, sh.skv, hot, differ, nq + nk + nv, wq, wk, wv,
+         ok ? "OK" : "FAIL");
+  B.free_all();
+}
+
+void bwd_time(Shape sh, int repeats) {
+  Bwd B;
+  B.alloc(sh, 1.0f, 7);
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  std::vector<float> ts;
+  for (int r = 0; r < 25; ++r) {
+    CK(cudaEventRecord(a));
+    B.run();
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms; CK(cudaEventElapsedTime(&ms, a, b));
+    if (r >= 5) ts.push_back(ms);
+  }
+  std::sort(ts.begin(), ts.end());
+  const auto first = B.all();
+  int differ = 0;
+  for (int r = 0; r < repeats; ++r) {
+    B.run();
+    differ += B.all() != first;
+  }
+  double pairs = 0;
+  for (int i = 0; i < sh.sq; ++i) pairs += std::min(std::max(i + sh.skv - sh.sq + 1, 0), sh.skv);
+  const double flops = 10.0 * 128 * pairs * sh.hq * sh.b;  // 5 products of the usual count (recompute excluded)
+  printf("BWD TIME B%d Hq%d Hkv%d Sq%d Skv%d: median %.4f ms (with memsets and the statistics pass), %.1f TFLOP/s "
+         "(5 products); %d repeats, %d differ from the first %s\n", sh.b, sh.hq, sh.hkv, sh.sq, sh.skv,
+         ts[ts.size() / 2], flops / ts[ts.size() / 2] / 1e9, repeats, differ, differ ? "FAIL" : "OK");
+  B.free_all();
+}
+
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "all";
+  if (!strcmp(mode, "bwd")) {
+    bwd_check("small", Shape{2, 8, 2, 300, 300}, 1.0f);
+    bwd_check("chunk", Shape{1, 8, 2, 77, 400}, 1.0f);
+    bwd_check("outlier x64", Shape{1, 4, 1, 700, 700}, 64.0f);
+    bwd_time(Shape{1, 32, 8, 8192, 8192}, 5);
+    bwd_time(Shape{1, 32, 8, 4096, 4096}, 5);
+    return 0;
+  }
   if (!strcmp(mode, "repeat")) {
     repeat(argc > 2 ? atoi(argv[2]) : 100);
     return 0;

@@ -1,0 +1,451 @@
+// attention's backward on Hopper tensor cores (sm_90a), head_dim 128: the statistics pass (the
+// forward kernel of attention_wgmma.cuh writing lse2 and dsum), then two kernels with no atomics:
+// dq per block of query rows over the key tiles in order, dk and dv per key tile over the query
+// tiles in order. Self-contained like the forward, so that a standalone probe can include it.
+//
+// What an element computes (the declared order of this backward; the op's definition is at the
+// top of lib/ops/attention.cpp). Keys by rank as in the forward; x = s * (scale log2 e) with s by
+// wgmma (k16 steps over d in order), for a visible (query i, key j):
+//   p = 2^(x - lse2_i) (ex2.approx of one fma), dp = dO_i . V_j (wgmma, k16 steps over d),
+//   ds = p * (dp - dsum_i) (FP32), else p = ds = 0;
+//   dq_i = scale * sum_j ds_ij K_j: k16 steps of keys in order (128-key tiles in order), each step
+//          adding hi = bf16(ds), then lo = bf16(ds - hi) (~16 significand bits: a row of ds sums to
+//          ~0, and one bf16 rounding of it breaks the gradient contract);
+//   dv_j = sum_i p_ij dO_i, dk_j = scale * sum_i ds_ij Q_i: the group's query heads in order, for
+//          each the 64-row query tiles counted from the batch row's q0 (so that padding on the left
+//          groups the same queries into the same k16 steps), k16 steps of queries in order, hi then
+//          lo of p (p V cancels where dO changes sign, as P V does in the forward) and of ds.
+// Every sum has one order fixed by the element's own keys or queries: deterministic and batch
+// invariant. Rounded to bf16 once at the end; keys without a valid rank get 0 (the caller's zeros).
+#pragma once
+
+#include "attention_wgmma.cuh"
+
+namespace ws1cuda::attn {
+
+struct BwdArgs {
+  const float* lse2 = nullptr;  // [B * Hq * Sq] (the statistics pass)
+  const float* dsum = nullptr;
+  const int* vis = nullptr;     // [B][Sq]
+  const int* kidx = nullptr;    // [B][Skv]: the valid keys' positions by rank
+  const int* nvalid = nullptr;  // [B]
+  const int* q0 = nullptr;      // [B]: first query that sees a key
+  bf16* dq = nullptr;           // like q
+  bf16* dk = nullptr;           // like k, zeros where no valid key
+  bf16* dv = nullptr;
+  int b = 0, hkv = 0, sq = 0, skv = 0, group = 1;
+  float scale = 0.0f, scale_log2 = 0.0f;
+  int tiles_per_kv = 0;  // dq: ceil(group * Sq / kBM)
+};
+
+// ---- Shared pieces -------------------------------------------------------------------------------
+
+// hi + lo bf16 A fragments of an FP32 C block (m64nN: 8 j + 2 r pairs per k16 step j), ~16 bits.
+template <int kSteps>
+__device__ __forceinline__ void split_fragments(const float (&c)[8 * kSteps], std::uint32_t (&hi)[kSteps][4],
+                                                std::uint32_t (&lo)[kSteps][4]) {
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const float x0 = c[8 * j + 2 * r], x1 = c[8 * j + 2 * r + 1];
+      hi[j][r] = pack_bf162(x0, x1);
+      lo[j][r] = pack_bf162(bf16_rest(x0), bf16_rest(x1));
+    }
+}
+
+// acc (m64n128) += A B over kSteps k16 steps, hi then lo at each; B N-major in shared memory at
+// `b` (k16 step j at b + 2048 j; the two 64-column halves `half` bytes apart).
+template <int kSteps>
+__device__ __forceinline__ void issue_split_rs(float (&acc)[64], const std::uint32_t (&hi)[kSteps][4],
+                                               const std::uint32_t (&lo)[kSteps][4], std::uint32_t b,
+                                               std::uint32_t half) {
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) {
+    const std::uint64_t db = detgemm::smem_desc(b + 2048 * j, half, 1024);
+    wgmma_rs_m64n128k16<false>(acc, hi[j], db);
+    wgmma_rs_m64n128k16<false>(acc, lo[j], db);
+  }
+}
+
+// A [64 x 128] bf16 C block (scaled by `mul`) to 16-byte row stores at dst(row) (nullptr: skip).
+template <class Dst>
+__device__ __forceinline__ void store_rows(const float (&acc)[64], float mul, int cq, Dst dst) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    bf16* row = dst(h);
+#pragma unroll
+    for (int gq = 0; gq < 4; ++gq) {
+      std::uint32_t x[4];
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) {
+        const int i = 4 * (4 * gq + jj) + 2 * h;
+        x[jj] = pack_bf162(__fmul_rn(acc[i], mul), __fmul_rn(acc[i + 1], mul));
+      }
+      detgemm::quad_transpose(x, cq);
+      if (row != nullptr) *reinterpret_cast<uint4*>(row + 32 * gq + 8 * cq) = make_uint4(x[0], x[1], x[2], x[3]);
+    }
+  }
+}
+
+// ---- dq ------------------------------------------------------------------------------------------
+
+// CTA: the forward's row block (row_block), 3 warpgroups as the forward. Shared memory: Q and dO
+// of the block (two 64-column halves each), then a ring of kDqStages (K, V) key tiles loaded as
+// K is in the forward ({64 d, 128 keys} halves): K-major B for S = Q K^T and dP = dO V^T, and the
+// same K bytes N-major for dq += ds K.
+inline constexpr int kDqStages = 2;
+struct DqLayout {
+  static constexpr int kQ = 0, kDo = 32768, kStage0 = 65536, kStageBytes = 65536;
+  static constexpr int kBars = kStage0 + kDqStages * kStageBytes;  // full_q, full[S], empty[S]
+  static constexpr int kBytes = kBars + 64 + 1024;
+};
+
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_dq_wgmma_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_do,
+                              const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
+                              const BwdArgs p) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  using L = DqLayout;
+  using namespace ws1cuda::detgemm;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) &
+                                                         ~static_cast<std::uintptr_t>(1023));
+  const std::uint32_t base = smem_u32(smem);
+  const std::uint32_t full_q = base + L::kBars, full0 = full_q + 8, empty0 = full0 + 8 * kDqStages;
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+  const RowBlock rb = row_block(p.b, p.hkv, p.sq, p.group, p.tiles_per_kv, p.vis);
+
+  if (threadIdx.x == 0) {
+    mbar_init(full_q, 1);
+    for (int s = 0; s < kDqStages; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, 8);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (threadIdx.x == 0 && rb.n_tiles > 0) {
+      mbar_expect_tx(full_q, 4 * 16384);
+      for (int dh = 0; dh < 2; ++dh) {
+        tma_load_2d(base + L::kQ + dh * 16384, &map_q, full_q, 64 * dh, static_cast<int>(rb.q_row0));
+        tma_load_2d(base + L::kDo + dh * 16384, &map_do, full_q, 64 * dh, static_cast<int>(rb.q_row0));
+      }
+      for (int t = 0; t < rb.n_tiles; ++t) {
+        const int s = t % kDqStages;
+        mbar_wait(empty0 + 8 * s, (static_cast<unsigned>(t / kDqStages) & 1u) ^ 1u);
+        const std::uint32_t sk = base + L::kStage0 + s * L::kStageBytes;
+        mbar_expect_tx(full0 + 8 * s, L::kStageBytes);
+        for (int dh = 0; dh < 2; ++dh) {
+          tma_load_3d(sk + dh * 16384, &map_k, full0 + 8 * s, 64 * dh, t * kBN, rb.bkv);
+          tma_load_3d(sk + 32768 + dh * 16384, &map_v, full0 + 8 * s, 64 * dh, t * kBN, rb.bkv);
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int c = wg - 1, tid = static_cast<int>(threadIdx.x) % 128, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, cq = lane % 4;
+    const int my_row0 = rb.r0 + 64 * c + 16 * warp + g;
+    const bool active = rb.r0 + 64 * c < rb.rows;
+    int count[2];
+    float lse[2], dsum[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = my_row0 + 8 * h;
+      const bool in = r < rb.rows;
+      count[h] = in ? rb.vis[r % p.sq] : 0;
+      const std::int64_t row = static_cast<std::int64_t>(rb.bkv) * rb.rows + r;
+      lse[h] = in ? p.lse2[row] : INFINITY;
+      dsum[h] = in ? p.dsum[row] : 0.0f;
+    }
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    if (rb.n_tiles > 0) mbar_wait(full_q, 0);
+    for (int t = 0; t < rb.n_tiles; ++t) {
+      const int s = t % kDqStages;
+      mbar_wait(full0 + 8 * s, static_cast<unsigned>(t / kDqStages) & 1u);
+      if (active) {
+        const std::uint32_t sk = base + L::kStage0 + s * L::kStageBytes, sv = sk + 32768;
+        float sc[64], dp[64];
+#pragma unroll
+        for (int i = 0; i < 64; ++i) sc[i] = dp[i] = 0.0f;
+        fence_acc(sc);
+        fence_acc(dp);
+        wgmma_fence();
+#pragma unroll
+        for (int j = 0; j < kD / 16; ++j) {
+          const std::uint32_t a_off = (j / 4) * 16384 + c * 8192 + (j % 4) * 32, b_off = (j / 4) * 16384 + (j % 4) * 32;
+          wgmma_m64n128k16<0, 0>(sc, smem_desc(base + L::kQ + a_off, 16, 1024), smem_desc(sk + b_off, 16, 1024));
+        }
+#pragma unroll
+        for (int j = 0; j < kD / 16; ++j) {
+          const std::uint32_t a_off = (j / 4) * 16384 + c * 8192 + (j % 4) * 32, b_off = (j / 4) * 16384 + (j % 4) * 32;
+          wgmma_m64n128k16<0, 0>(dp, smem_desc(base + L::kDo + a_off, 16, 1024), smem_desc(sv + b_off, 16, 1024));
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_acc(sc);
+        fence_acc(dp);
+        const int first = t * kBN;
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+          const int h = (i / 2) % 2, key = first + 8 * (i / 4) + 2 * cq + (i % 2);
+          const bool visible = key < count[h];
+          sc[i] = visible ? __fmul_rn(ex2(__fmaf_rn(sc[i], p.scale_log2, -lse[h])), __fsub_rn(dp[i], dsum[h])) : 0.0f;
+        }
+        std::uint32_t hi[8][4], lo[8][4];
+        split_fragments<8>(sc, hi, lo);
+        fence_acc(acc);
+        wgmma_fence();
+        issue_split_rs<8>(acc, hi, lo, sk, 16384);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_acc(acc);
+      }
+      if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    }
+    if (active)
+      store_rows(acc, p.scale, cq, [&](int h) -> bf16* {
+        const int r = my_row0 + 8 * h;
+        return r < rb.rows ? p.dq + (static_cast<std::int64_t>(rb.bkv) * rb.rows + r) * kD : nullptr;
+      });
+  }
+#endif
+}
+
+// ---- dk, dv --------------------------------------------------------------------------------------
+
+// CTA: one (batch row, kv head) and 128 keys by rank; consumer warpgroup c owns keys 64 c ..
+// 64 c + 63. Shared memory: K and V of the tile ({64 d, 128 keys} halves: A of S^T = K Q^T and
+// dP^T = V dO^T), then a ring of kKvStages (Q, dO) 64-row query tiles ({64 d, 64 rows} halves:
+// K-major B of those products, N-major B of dv += P^T dO and dk += dS^T Q) and the tile's lse2,
+// dsum and vis (64 each, written by the producer's second warp: it arrives on the stage's full
+// barrier beside the copies' transaction count).
+inline constexpr int kKvStages = 4, kQt = 64;
+struct KvLayout {
+  static constexpr int kK = 0, kV = 32768, kStage0 = 65536, kStageBytes = 32768 + 1024;
+  static constexpr int kLse = 32768, kDsum = kLse + 256, kVis = kDsum + 256;  // within a stage
+  static constexpr int kBars = kStage0 + kKvStages * kStageBytes;  // full_kv, full[S], empty[S]
+  static constexpr int kBytes = kBars + 128 + 1024;
+};
+
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_dkdv_wgmma_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_do,
+                                const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
+                                const BwdArgs p) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  using L = KvLayout;
+  using namespace ws1cuda::detgemm;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) &
+                                                         ~static_cast<std::uintptr_t>(1023));
+  const std::uint32_t base = smem_u32(smem);
+  const std::uint32_t full_kv = base + L::kBars, full0 = full_kv + 8, empty0 = full0 + 8 * kKvStages;
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+
+  // Key tiles heaviest first: tile kt is seen by the queries from i_first on.
+  const int nkv = p.b * p.hkv;
+  const int bkv = static_cast<int>(blockIdx.x) % nkv, kt = static_cast<int>(blockIdx.x) / nkv, b = bkv / p.hkv;
+  const int nvalid = p.nvalid[b], first = kt * kBN;
+  if (first >= nvalid) return;  // CTA-uniform, before any barrier is used
+  const int* kidx = p.kidx + static_cast<std::int64_t>(b) * p.skv;
+  const int* vis = p.vis + static_cast<std::int64_t>(b) * p.sq;
+  const int q0 = p.q0[b];
+  const int i_first = max(kidx[first] - (p.skv - p.sq), 0);
+  const int u_first = (i_first - q0) / kQt;
+  const int per_head = max((p.sq - q0 + kQt - 1) / kQt - u_first, 0);
+  const int steps = p.group * per_head;
+  const int head0 = b * p.group * p.hkv + (bkv % p.hkv) * p.group;  // the group's first query head
+  const auto step_head = [&](int st) { return head0 + st / per_head; };
+  const auto step_row = [&](int st) { return q0 + (u_first + st % per_head) * kQt; };
+
+  if (threadIdx.x == 0) {
+    mbar_init(full_kv, 1);
+    for (int s = 0; s < kKvStages; ++s) {
+      mbar_init(full0 + 8 * s, 1 + 32);  // the copies' thread, the statistics warp
+      mbar_init(empty0 + 8 * s, 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (threadIdx.x == 0) {
+      mbar_expect_tx(full_kv, 65536);
+      for (int dh = 0; dh < 2; ++dh) {
+        tma_load_3d(base + L::kK + dh * 16384, &map_k, full_kv, 64 * dh, first, bkv);
+        tma_load_3d(base + L::kV + dh * 16384, &map_v, full_kv, 64 * dh, first, bkv);
+      }
+      for (int st = 0; st < steps; ++st) {
+        const int s = st % kKvStages;
+        mbar_wait(empty0 + 8 * s, (static_cast<unsigned>(st / kKvStages) & 1u) ^ 1u);
+        const std::uint32_t sq = base + L::kStage0 + s * L::kStageBytes;
+        mbar_expect_tx(full0 + 8 * s, L::kStageBytes);
+        for (int dh = 0; dh < 2; ++dh) {
+          tma_load_3d(sq + dh * 8192, &map_q, full0 + 8 * s, 64 * dh, step_row(st), step_head(st));
+          tma_load_3d(sq + 16384 + dh * 8192, &map_do, full0 + 8 * s, 64 * dh, step_row(st), step_head(st));
+        }
+      }
+    } else if (threadIdx.x / 32 == 1) {
+      // Rows past Sq: lse2 = +inf, dsum = 0, vis = 0 (no key visible).
+      const int ln = static_cast<int>(threadIdx.x) % 32;
+      for (int st = 0; st < steps; ++st) {
+        const int s = st % kKvStages;
+        mbar_wait(empty0 + 8 * s, (static_cast<unsigned>(st / kKvStages) & 1u) ^ 1u);
+        unsigned char* stage = smem + L::kStage0 + s * L::kStageBytes;
+        const std::int64_t hrow = static_cast<std::int64_t>(step_head(st)) * p.sq;
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const int r = ln + 32 * k, i = step_row(st) + r;
+          const bool in = i < p.sq;
+          reinterpret_cast<float*>(stage + L::kLse)[r] = in ? p.lse2[hrow + i] : INFINITY;
+          reinterpret_cast<float*>(stage + L::kDsum)[r] = in ? p.dsum[hrow + i] : 0.0f;
+          reinterpret_cast<int*>(stage + L::kVis)[r] = in ? vis[i] : 0;
+        }
+        mbar_arrive(full0 + 8 * s);
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int c = wg - 1, tid = static_cast<int>(threadIdx.x) % 128, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, cq = lane % 4;
+    const int my_key0 = first + 64 * c + 16 * warp + g;  // the lane's key ranks: my_key0, my_key0 + 8
+    float dk[64], dv[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) dk[i] = dv[i] = 0.0f;
+    mbar_wait(full_kv, 0);
+    const std::uint32_t sk = base + L::kK + c * 8192, sv = base + L::kV + c * 8192;
+    for (int st = 0; st < steps; ++st) {
+      const int s = st % kKvStages;
+      const std::uint32_t sq = base + L::kStage0 + s * L::kStageBytes, sdo = sq + 16384;
+      const unsigned char* stage = smem + L::kStage0 + s * L::kStageBytes;
+      const float* lse = reinterpret_cast<const float*>(stage + L::kLse);
+      const float* dsum = reinterpret_cast<const float*>(stage + L::kDsum);
+      const int* seen = reinterpret_cast<const int*>(stage + L::kVis);
+      mbar_wait(full0 + 8 * s, static_cast<unsigned>(st / kKvStages) & 1u);
+      float sc[32], dp[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) sc[i] = dp[i] = 0.0f;
+      fence_acc(sc);
+      fence_acc(dp);
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < kD / 16; ++j) {
+        const std::uint32_t a_off = (j / 4) * 16384 + (j % 4) * 32, b_off = (j / 4) * 8192 + (j % 4) * 32;
+        wgmma_m64n64k16<0, 0>(sc, smem_desc(sk + a_off, 16, 1024), smem_desc(sq + b_off, 16, 1024));
+      }
+#pragma unroll
+      for (int j = 0; j < kD / 16; ++j) {
+        const std::uint32_t a_off = (j / 4) * 16384 + (j % 4) * 32, b_off = (j / 4) * 8192 + (j % 4) * 32;
+        wgmma_m64n64k16<0, 0>(dp, smem_desc(sv + a_off, 16, 1024), smem_desc(sdo + b_off, 16, 1024));
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_acc(sc);
+      fence_acc(dp);
+      // sc: p^T, dp: ds^T (rows: keys my_key0 + 8 h; columns: queries 8 n + 2 cq + e).
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        const int h = (i / 2) % 2, col = 8 * (i / 4) + 2 * cq + (i % 2);
+        const bool visible = my_key0 + 8 * h < seen[col];
+        const float pr = visible ? ex2(__fmaf_rn(sc[i], p.scale_log2, -lse[col])) : 0.0f;
+        sc[i] = pr;
+        dp[i] = visible ? __fmul_rn(pr, __fsub_rn(dp[i], dsum[col])) : 0.0f;
+      }
+      std::uint32_t phi[4][4], plo[4][4], dhi[4][4], dlo[4][4];
+      split_fragments<4>(sc, phi, plo);
+      split_fragments<4>(dp, dhi, dlo);
+      fence_acc(dv);
+      fence_acc(dk);
+      wgmma_fence();
+      issue_split_rs<4>(dv, phi, plo, sdo, 8192);
+      issue_split_rs<4>(dk, dhi, dlo, sq, 8192);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_acc(dv);
+      fence_acc(dk);
+      if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    }
+    const auto key_row = [&](bf16* out) {
+      return [=](int h) -> bf16* {
+        const int rank = my_key0 + 8 * h;
+        return rank < nvalid ? out + (static_cast<std::int64_t>(bkv) * p.skv + kidx[rank]) * kD : nullptr;
+      };
+    };
+    store_rows(dk, p.scale, cq, key_row(p.dk));
+    store_rows(dv, 1.0f, cq, key_row(p.dv));
+  }
+#endif
+}
+
+// ---- Host ------------------------------------------------------------------------------------------
+
+// Device memory the backward needs beside its inputs and outputs: lse2 and dsum per query row.
+inline std::size_t bwd_workspace_bytes(int b, int hq, int sq) {
+  return 2 * static_cast<std::size_t>(b) * hq * sq * sizeof(float);
+}
+
+// The backward: q, dout [B, Hq, Sq, 128]; k, v [B, Hkv, Skv, 128] (with a key mask, each (b, kv
+// head)'s valid keys packed in order, as the forward takes them; kidx maps a rank back to its
+// key for dk and dv); dq like q; dk, dv like k, zero-filled by the caller; vis, kidx, nvalid, q0
+// as attention_prep_kernel makes them. fwd_ws: the forward's V workspace (or none).
+inline Status launch_attention_bwd(const bf16* q, const bf16* k, const bf16* v, const bf16* dout, bf16* dq,
+                                   bf16* dk, bf16* dv, const int* vis, const int* kidx, const int* nvalid,
+                                   const int* q0, int b, int hq, int hkv, int sq, int skv, float scale,
+                                   void* workspace, FwdWorkspace fwd_ws = {}, cudaStream_t stream = nullptr) {
+  if (b * hq * sq == 0) return {};
+  auto* lse2 = static_cast<float*>(workspace);
+  float* dsum = lse2 + static_cast<std::int64_t>(b) * hq * sq;
+  Status st = launch_attention_fwd<PvMode::kFp16>(q, k, v, nullptr, vis, b, hq, hkv, sq, skv, scale, fwd_ws,
+                                                  FwdStats{dout, lse2, dsum}, stream);
+  if (!st) return st;
+  BwdArgs a;
+  a.lse2 = lse2;
+  a.dsum = dsum;
+  a.vis = vis;
+  a.kidx = kidx;
+  a.nvalid = nvalid;
+  a.q0 = q0;
+  a.dq = dq;
+  a.dk = dk;
+  a.dv = dv;
+  a.b = b;
+  a.hkv = hkv;
+  a.sq = sq;
+  a.skv = skv;
+  a.group = hq / hkv;
+  a.scale = scale;
+  a.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
+  a.tiles_per_kv = (a.group * sq + kBM - 1) / kBM;
+  const std::int64_t heads_q = static_cast<std::int64_t>(b) * hq, heads_kv = static_cast<std::int64_t>(b) * hkv;
+  CUtensorMap mq, mdo, mk, mv;
+  // dq: Q and dO as the forward's Q (rows of 128), K and V in {64, 128 keys} boxes.
+  if (!(st = detgemm::make_map(mq, q, kD, heads_q * sq, kD, 64, kBM))) return st;
+  if (!(st = detgemm::make_map(mdo, dout, kD, heads_q * sq, kD, 64, kBM))) return st;
+  if (!(st = make_map_3d(mk, k, kD, skv, heads_kv, kBN))) return st;
+  if (!(st = make_map_3d(mv, v, kD, skv, heads_kv, kBN))) return st;
+  cudaError_t e = cudaFuncSetAttribute(attention_dq_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       DqLayout::kBytes);
+  if (e != cudaSuccess) return {e, "cudaFuncSetAttribute(attention_dq_wgmma_kernel)"};
+  attention_dq_wgmma_kernel<<<static_cast<unsigned>(heads_kv * a.tiles_per_kv), kThreads, DqLayout::kBytes,
+                              stream>>>(mq, mdo, mk, mv, a);
+  if ((e = cudaGetLastError()) != cudaSuccess) return {e, "attention_dq_wgmma_kernel launch"};
+  // dk, dv: Q and dO per head ([B * Hq][Sq][D], rows past Sq read as zeros) in 64-row boxes.
+  if (!(st = make_map_3d(mq, q, kD, sq, heads_q, kQt))) return st;
+  if (!(st = make_map_3d(mdo, dout, kD, sq, heads_q, kQt))) return st;
+  e = cudaFuncSetAttribute(attention_dkdv_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, KvLayout::kBytes);
+  if (e != cudaSuccess) return {e, "cudaFuncSetAttribute(attention_dkdv_wgmma_kernel)"};
+  const std::int64_t key_tiles = (skv + kBN - 1) / kBN;
+  attention_dkdv_wgmma_kernel<<<static_cast<unsigned>(heads_kv * key_tiles), kThreads, KvLayout::kBytes, stream>>>(
+      mq, mdo, mk, mv, a);
+  if ((e = cudaGetLastError()) != cudaSuccess) return {e, "attention_dkdv_wgmma_kernel launch"};
+  return {};
+}
+
+}  // namespace ws1cuda::attn
