@@ -123,6 +123,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(empty0 + 8 * s, 8);  // one arrival per consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   }
   __syncthreads();
 
@@ -228,7 +229,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 // barrier beside the copies' transaction count).
 inline constexpr int kKvStages = 4, kQt = 64;
 struct KvLayout {
-  static constexpr int kK = 0, kV = 32768, kStage0 = 65536, kStageBytes = 32768 + 1024;
+  static constexpr int kCopyBytes = 32768;  // Q and dO of a stage (TMA)
+  static constexpr int kK = 0, kV = 32768, kStage0 = 65536, kStageBytes = kCopyBytes + 1024;
   static constexpr int kLse = 32768, kDsum = kLse + 256, kVis = kDsum + 256;  // within a stage
   static constexpr int kBars = kStage0 + kKvStages * kStageBytes;  // full_kv, full[S], empty[S]
   static constexpr int kBytes = kBars + 128 + 1024;
@@ -271,6 +273,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(empty0 + 8 * s, 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   }
   __syncthreads();
 
@@ -286,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int s = st % kKvStages;
         mbar_wait(empty0 + 8 * s, (static_cast<unsigned>(st / kKvStages) & 1u) ^ 1u);
         const std::uint32_t sq = base + L::kStage0 + s * L::kStageBytes;
-        mbar_expect_tx(full0 + 8 * s, L::kStageBytes);
+        mbar_expect_tx(full0 + 8 * s, L::kCopyBytes);
         for (int dh = 0; dh < 2; ++dh) {
           tma_load_3d(sq + dh * 8192, &map_q, full0 + 8 * s, 64 * dh, step_row(st), step_head(st));
           tma_load_3d(sq + 16384 + dh * 8192, &map_do, full0 + 8 * s, 64 * dh, step_row(st), step_head(st));
