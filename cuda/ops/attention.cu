@@ -851,7 +851,8 @@ class WgmmaAttention {
       kp_ = DeviceArray<bf16>(static_cast<std::size_t>(x_.k->numel()));
       vp_ = DeviceArray<bf16>(static_cast<std::size_t>(x_.v->numel()));
     }
-    if (kForwardPv == attn::PvMode::kFp16 && attn::fwd_wants_workspace(dim(n.hq), dim(n.hkv), dim(n.sq)))
+    // The backward's statistics pass takes P V as the hi + lo pair (attention_wgmma_bwd.cuh): no V workspace.
+    if (!backward && kForwardPv == attn::PvMode::kFp16 && attn::fwd_wants_workspace(dim(n.hq), dim(n.hkv), dim(n.sq)))
       ws_ = DeviceArray<unsigned char>(attn::fwd_workspace_bytes(dim(n.b), dim(n.hkv), dim(n.skv)));
     if (backward) stats_ = DeviceArray<unsigned char>(attn::bwd_workspace_bytes(dim(n.b), dim(n.hq), dim(n.sq)));
   }

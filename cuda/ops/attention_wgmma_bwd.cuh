@@ -397,17 +397,24 @@ inline std::size_t bwd_workspace_bytes(int b, int hq, int sq) {
 // The backward: q, dout [B, Hq, Sq, 128]; k, v [B, Hkv, Skv, 128] (with a key mask, each (b, kv
 // head)'s valid keys packed in order, as the forward takes them; kidx maps a rank back to its
 // key for dk and dv); dq like q; dk, dv like k, zero-filled by the caller; vis, kidx, nvalid, q0
-// as attention_prep_kernel makes them. fwd_ws: the forward's V workspace (or none).
-inline Status launch_attention_bwd(const bf16* q, const bf16* k, const bf16* v, const bf16* dout, bf16* dq,
+// as attention_prep_kernel makes them. kStats: the forward's P V operand in the statistics pass
+// (dsum = dO . o cancels against dp in ds = p (dp - dsum), so o needs more than fp16 P's 11 bits
+// where one key dominates a row: the hi + lo pair). stats_given: the workspace already holds
+// lse2 and dsum (a probe's hook), no statistics pass.
+template <PvMode kStats = PvMode::kBf16Split>
+Status launch_attention_bwd(const bf16* q, const bf16* k, const bf16* v, const bf16* dout, bf16* dq,
                                    bf16* dk, bf16* dv, const int* vis, const int* kidx, const int* nvalid,
                                    const int* q0, int b, int hq, int hkv, int sq, int skv, float scale,
-                                   void* workspace, FwdWorkspace fwd_ws = {}, cudaStream_t stream = nullptr) {
+                                   void* workspace, FwdWorkspace fwd_ws = {}, bool stats_given = false,
+                                   cudaStream_t stream = nullptr) {
   if (b * hq * sq == 0) return {};
   auto* lse2 = static_cast<float*>(workspace);
   float* dsum = lse2 + static_cast<std::int64_t>(b) * hq * sq;
-  Status st = launch_attention_fwd<PvMode::kFp16>(q, k, v, nullptr, vis, b, hq, hkv, sq, skv, scale, fwd_ws,
-                                                  FwdStats{dout, lse2, dsum}, stream);
-  if (!st) return st;
+  Status st;
+  if (!stats_given &&
+      !(st = launch_attention_fwd<kStats>(q, k, v, nullptr, vis, b, hq, hkv, sq, skv, scale, fwd_ws,
+                                          FwdStats{dout, lse2, dsum}, stream)))
+    return st;
   BwdArgs a;
   a.lse2 = lse2;
   a.dsum = dsum;

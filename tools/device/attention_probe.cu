@@ -324,13 +324,19 @@ struct Bwd {
     CK(cudaMalloc(&stats, attn::bwd_workspace_bytes(sh.b, sh.hq, sh.sq)));
     if (attn::fwd_wants_workspace(sh.hq, sh.hkv, sh.sq)) CK(cudaMalloc(&ws, attn::fwd_workspace_bytes(sh.b, sh.hkv, sh.skv)));
   }
-  void run() {
+  // stats: 0 the default statistics pass (hi + lo P V), 1 with fp16 P V, 2 given (in `stats`).
+  void run(int mode = 0) {
     const Shape& s = P.s;
     CK(cudaMemset(dq, 0xff, P.nq * 2));
     CK(cudaMemset(dk, 0, P.nkv * 2));
     CK(cudaMemset(dv, 0, P.nkv * 2));
-    CS(attn::launch_attention_bwd(P.q, P.k, P.v, dout, dq, dk, dv, P.vis, kidx, nvalid, q0, s.b, s.hq, s.hkv, s.sq, s.skv,
-                                  1.0f / sqrtf(128.0f), stats, attn::FwdWorkspace{ws}));
+    const float sc = 1.0f / sqrtf(128.0f);
+    if (mode == 1)
+      CS(attn::launch_attention_bwd<PvMode::kFp16>(P.q, P.k, P.v, dout, dq, dk, dv, P.vis, kidx, nvalid, q0, s.b, s.hq,
+                                                   s.hkv, s.sq, s.skv, sc, stats, attn::FwdWorkspace{ws}));
+    else
+      CS(attn::launch_attention_bwd(P.q, P.k, P.v, dout, dq, dk, dv, P.vis, kidx, nvalid, q0, s.b, s.hq, s.hkv, s.sq,
+                                    s.skv, sc, stats, attn::FwdWorkspace{ws}, mode == 2));
     CK(cudaGetLastError());
   }
   std::vector<unsigned short> get(const bf16* x, size_t n) {
@@ -350,13 +356,15 @@ struct Bwd {
 
 // Gradients in double on the host (small shapes), judged by the contract row's shape
 // (atol 0.05 + rtol 0.02 |ref|) as the share of it used; bits across runs.
-void bwd_check(const char* name, Shape sh, float hot) {
+// Modes (Bwd::run): 0 the default, 1 fp16 statistics, 2 exact lse2 and dsum (double), 3 the
+// default's lse2 with the exact dsum.
+void bwd_check(const char* name, Shape sh, float hot, int mode = 0) {
   Bwd B;
   B.alloc(sh, hot, 31);
-  B.run();
+  B.run(mode == 3 ? 0 : mode);
   CK(cudaDeviceSynchronize());
-  const auto first = B.all();
-  B.run();
+  auto first = B.all();
+  B.run(mode == 3 ? 0 : mode);
   CK(cudaDeviceSynchronize());
   const size_t differ = first != B.all();
   std::vector<bf16> q(B.P.nq), k(B.P.nkv), v(B.P.nkv), dout(B.P.nq);
@@ -367,6 +375,9 @@ void bwd_check(const char* name, Shape sh, float hot) {
   const int D = 128, g = sh.hq / sh.hkv;
   const double scale = 1.0 / sqrt(128.0);
   std::vector<double> dq(B.P.nq, 0.0), dk(B.P.nkv, 0.0), dv(B.P.nkv, 0.0);
+  const size_t nrows = B.P.nq / 128;
+  std::vector<float> st(2 * nrows);  // lse2, dsum as the kernels take them
+  CK(cudaMemcpy(st.data(), B.stats, st.size() * 4, cudaMemcpyDeviceToHost));
   for (int b = 0; b < sh.b; ++b)
     for (int h = 0; h < sh.hq; ++h) {
       const size_t kvb = ((size_t)b * sh.hkv + h / g) * sh.skv * D, qb = ((size_t)b * sh.hq + h) * sh.sq * D;
@@ -386,6 +397,9 @@ void bwd_check(const char* name, Shape sh, float hot) {
         }
         for (int j = 0; j < vis; ++j) l += exp(sc[j] - mx);
         for (int j = 0; j < vis; ++j) dsum += exp(sc[j] - mx) / l * dp[j];
+        const size_t row = ((size_t)b * sh.hq + h) * sh.sq + i;
+        if (mode == 2) st[row] = vis > 0 ? (float)((mx + log(l)) * 1.4426950408889634) : INFINITY;
+        if (mode >= 2) st[nrows + row] = (float)dsum;
         for (int j = 0; j < vis; ++j) {
           const double p = exp(sc[j] - mx) / l, ds = p * (dp[j] - dsum);
           for (int d = 0; d < D; ++d) {
@@ -396,6 +410,12 @@ void bwd_check(const char* name, Shape sh, float hot) {
         }
       }
     }
+  if (mode >= 2) {  // again with these statistics
+    CK(cudaMemcpy(B.stats, st.data(), st.size() * 4, cudaMemcpyHostToDevice));
+    B.run(2);
+    CK(cudaDeviceSynchronize());
+    first = B.all();
+  }
   const auto judge = [&](const std::vector<unsigned short>& got, const std::vector<double>& ref, size_t off) {
     double worst = 0;
     size_t nan = 0;
@@ -410,8 +430,8 @@ void bwd_check(const char* name, Shape sh, float hot) {
   const auto [wk, nk] = judge(first, dk, B.P.nq);
   const auto [wv, nv] = judge(first, dv, B.P.nq + B.P.nkv);
   const bool ok = differ == 0 && nq + nk + nv == 0 && wq <= 1 && wk <= 1 && wv <= 1;
-  printf("BWD CHECK %-20s B%d Hq%d Hkv%d Sq%d Skv%d hot%g: run-to-run differ %zu, NaN %zu, worst share of allowance "
-         "dq %.3f dk %.3f dv %.3f %s\n", name, sh.b, sh.hq, sh.hkv, sh.sq, sh.skv, hot, differ, nq + nk + nv, wq, wk, wv,
+  printf("BWD CHECK %-20s mode %d B%d Hq%d Hkv%d Sq%d Skv%d hot%g: run-to-run differ %zu, NaN %zu, worst share of allowance "
+         "dq %.3f dk %.3f dv %.3f %s\n", name, mode, sh.b, sh.hq, sh.hkv, sh.sq, sh.skv, hot, differ, nq + nk + nv, wq, wk, wv,
          ok ? "OK" : "FAIL");
   B.free_all();
 }
@@ -451,7 +471,8 @@ int main(int argc, char** argv) {
   if (!strcmp(mode, "bwd")) {
     bwd_check("small", Shape{2, 8, 2, 300, 300}, 1.0f);
     bwd_check("chunk", Shape{1, 8, 2, 77, 400}, 1.0f);
-    bwd_check("outlier x64", Shape{1, 4, 1, 700, 700}, 64.0f);
+    for (int mode = 0; mode < 4; ++mode) bwd_check("outlier x64", Shape{1, 4, 1, 700, 700}, 64.0f, mode);
+    bwd_check("outlier x64 gqa", Shape{1, 8, 2, 1000, 1000}, 64.0f);
     bwd_time(Shape{1, 32, 8, 8192, 8192}, 5);
     bwd_time(Shape{1, 32, 8, 4096, 4096}, 5);
     return 0;
