@@ -4,7 +4,7 @@
 // (median of 30, L2 flushed). A standalone probe, not part of the build; on the GPU machine:
 //   nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -o attention_probe \
 //        tools/device/attention_probe.cu -lcuda
-//   ./attention_probe [check|time|all] | repeat N | bwd
+//   ./attention_probe [check|time|all] | repeat N | bwd | small (for compute-sanitizer)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -468,6 +468,14 @@ void bwd_time(Shape sh, int repeats) {
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "all";
+  if (!strcmp(mode, "small")) {  // small shapes of every path, for compute-sanitizer
+    check<PvMode::kFp16>("fp16 small", Shape{2, 8, 2, 300, 300}, 1.0f);
+    check<PvMode::kFp16>("fp16 prefill (V converted first)", Shape{1, 8, 2, 200, 200}, 1.0f);
+    check<PvMode::kFp16>("fp16 decode", Shape{2, 8, 2, 1, 300}, 1.0f);
+    bwd_check("small", Shape{2, 8, 2, 300, 300}, 1.0f);
+    bwd_check("chunk", Shape{1, 8, 2, 77, 400}, 1.0f);
+    return 0;
+  }
   if (!strcmp(mode, "bwd")) {
     bwd_check("small", Shape{2, 8, 2, 300, 300}, 1.0f);
     bwd_check("chunk", Shape{1, 8, 2, 77, 400}, 1.0f);
