@@ -520,6 +520,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_commit();
     };
     const auto release = [&](int t) {
+      __syncwarp();  // the lanes' shared-memory reads of the stage come before the release
       if (lane == 0) mbar_arrive(empty0 + 8 * (t % kStages));
     };
 

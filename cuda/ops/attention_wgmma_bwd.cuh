@@ -208,6 +208,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_wait<0>();
         fence_acc(acc);
       }
+      __syncwarp();  // the lanes' shared-memory reads of the stage come before the release
       if (lane == 0) mbar_arrive(empty0 + 8 * s);
     }
     if (active)
@@ -373,6 +374,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<0>();
       fence_acc(dv);
       fence_acc(dk);
+      __syncwarp();  // the lanes' shared-memory reads of the stage come before the release
       if (lane == 0) mbar_arrive(empty0 + 8 * s);
     }
     const auto key_row = [&](bf16* out) {
