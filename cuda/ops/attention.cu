@@ -11,10 +11,11 @@
 // of a tile get probability exactly 0 (a select, never -inf arithmetic); rows past a tensor's
 // end are zero-filled.
 //
-// The forward at head_dim 128 (Qwen3's) runs on the tensor-core kernel of attention_wgmma.cuh
-// (TMA, wgmma, warp specialisation; 128-key tiles by rank, P V in fp16: its own declared order is
-// that file's comment), after attention_prep_kernel and, with a key mask that hides a key,
-// attention_pack_keys_kernel. Every other head_dim, and the backward, run the kernels below.
+// At head_dim 128 (Qwen3's) the forward and the backward run on the tensor-core kernels of
+// attention_wgmma.cuh and attention_wgmma_bwd.cuh (TMA, wgmma, warp specialisation; 128-key tiles
+// by rank, P V in fp16; their own declared orders are those files' comments), after
+// attention_prep_kernel and, with a key mask that hides a key, attention_pack_keys_kernel. Every
+// other head_dim runs the kernels below.
 //
 // Kernels (128 threads = 4 warps; a warp owns 16 rows of a 64-row tile; D is zero-padded to
 // DP in {32, 64, 128, 256} in shared memory, so any head_dim 1..256 works):
