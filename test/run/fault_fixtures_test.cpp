@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "run_test_support.hpp"
@@ -239,4 +240,66 @@ TEST_CASE("cpu_bf16 is invariant on the inexact family under every transform", "
     }
   }
   CHECK(green > 100);
+}
+
+namespace {
+
+// `t` [B, H, S, D] with head h moved to slot to[h] (a copy).
+Tensor heads_moved(const Tensor& t, const std::vector<std::int64_t>& to) {
+  const Tensor c = t.contiguous();
+  Tensor out(c.dtype(), c.shape());
+  const std::int64_t b = c.shape()[0], h = c.shape()[1];
+  const std::size_t row = static_cast<std::size_t>(c.shape()[2] * c.shape()[3]) * dtype_size(c.dtype());
+  for (std::int64_t i = 0; i < b; ++i)
+    for (std::int64_t j = 0; j < h; ++j)
+      std::memcpy(out.data<std::byte>() + static_cast<std::size_t>(i * h + to[static_cast<std::size_t>(j)]) * row,
+                  c.data<std::byte>() + static_cast<std::size_t>(i * h + j) * row, row);
+  return out;
+}
+
+// PLANTED attention: query head h reads kv head h % Hkv (interleaved) instead of h / (Hq / Hkv).
+// Head h runs in slot (h % Hkv) * group + h / Hkv of the faithful kernel, whose kv head for that
+// slot is h % Hkv; results move back. With one kv head both maps are the identity.
+OpKernel interleaved_gqa(bool backward) {
+  return [=](const Op& op, const Tensors& in, const OpContext& ctx) -> Result<Tensors> {
+    const std::int64_t hq = find_tensor(in, "q")->shape()[1], hkv = find_tensor(in, "k")->shape()[1];
+    std::vector<std::int64_t> to(static_cast<std::size_t>(hq)), back(static_cast<std::size_t>(hq));
+    for (std::int64_t h = 0; h < hq; ++h) {
+      to[static_cast<std::size_t>(h)] = (h % hkv) * (hq / hkv) + h / hkv;
+      back[static_cast<std::size_t>(to[static_cast<std::size_t>(h)])] = h;
+    }
+    Tensors moved;
+    for (const NamedTensor& t : in)
+      moved.push_back({t.name, t.name == "q" || t.name == "dy.o" ? heads_moved(t.tensor, to) : t.tensor});
+    auto out = backward ? op.cpu_backward(moved, ctx) : op.cpu_forward(moved, ctx);
+    if (!out) return out;
+    for (NamedTensor& t : *out)
+      if (t.name == "o" || t.name == "dq") t.tensor = heads_moved(t.tensor, back);
+    return out;
+  };
+}
+
+Verdict gqa_verdict(Backend& b, const std::string& workload, Judgment j) {
+  const test::Workload& w = test::workload(workload);
+  RunContext run = w.run_context();
+  FixtureGenerator gen;
+  auto cell = run_accuracy_cell(run, gen, b, *find_op_impl("attention"), j, w.spec("attention/primary/normal"));
+  REQUIRE(cell.ok());
+  INFO(workload << " " << cell->id << ": " << cell->reason);
+  return cell->verdict;
+}
+
+}  // namespace
+
+TEST_CASE("ws1-smoke-gqa: a wrong GQA head map is red with two kv heads, and cannot show with one",
+          "[run][planted][fixtures]") {
+  PlantedBackend bad("attention", interleaved_gqa(false), interleaved_gqa(true));
+  auto cpu = make_cpu_bf16_backend();
+  REQUIRE(test::workload("ws1-smoke-gqa").manifest.model.config.num_key_value_heads == 2);
+  REQUIRE(test::workload("ws1-smoke-gqa").manifest.model.config.num_attention_heads == 8);
+  for (Judgment j : {Judgment::kForwardAccuracy, Judgment::kGradientAccuracy}) {
+    CHECK(gqa_verdict(bad, "ws1-smoke", j) == Verdict::kGreen);  // Hkv = 1: the same map
+    CHECK(gqa_verdict(bad, "ws1-smoke-gqa", j) == Verdict::kRed);
+    CHECK(gqa_verdict(*cpu, "ws1-smoke-gqa", j) == Verdict::kGreen);
+  }
 }
