@@ -107,24 +107,23 @@ ws1::Result<std::vector<Step>> plan(const std::vector<std::unique_ptr<Session>>&
             if (spec.op == op->name() && spec.tier == tier)
               steps.push_back({s.get(), op, j, &spec, {}, 1,
                                fmt::format("{} {} {}", backend, ws1::contract_name(j), spec.id)});
-      const ws1::FixtureSpec* inv = nullptr;
-      for (const auto& f : s->workload.catalogue)
-        if (f.op == op->name() && f.tier == ws1::Tier::kInvariance) inv = &f;
-      if (inv == nullptr)
+      const auto invs = ws1::invariance_fixtures(s->workload.catalogue, op->name());
+      if (invs.empty())
         return ws1::bad_input(s->workload.manifest.file, std::string(op->name()),
                               "no invariance fixture for this op");
-      for (ws1::Judgment j : {ws1::Judgment::kForwardInvariance, ws1::Judgment::kGradientInvariance}) {
-        // Every transform the op has in this direction (tp2 only where there is a K to split),
-        // as `ws1check invariance --transform all`.
-        std::vector<ws1::Transform> ts;
-        for (ws1::Transform t : ws1::all_transforms()) {
-          auto na = ws1::transform_not_applicable(*op, t, ws1::direction_of(j));
-          if (!na || na->listed) ts.push_back(t);
+      for (const ws1::FixtureSpec* inv : invs)
+        for (ws1::Judgment j : {ws1::Judgment::kForwardInvariance, ws1::Judgment::kGradientInvariance}) {
+          // Every transform the op has in this direction (tp2 only where there is a K to split),
+          // as `ws1check invariance --transform all`.
+          std::vector<ws1::Transform> ts;
+          for (ws1::Transform t : ws1::all_transforms()) {
+            auto na = ws1::transform_not_applicable(*op, t, ws1::direction_of(j));
+            if (!na || na->listed) ts.push_back(t);
+          }
+          const std::size_t n = ts.size();
+          steps.push_back({s.get(), op, j, inv, std::move(ts), n,
+                           fmt::format("{} {} {} ({} transforms)", backend, ws1::contract_name(j), inv->id, n)});
         }
-        const std::size_t n = ts.size();
-        steps.push_back({s.get(), op, j, inv, std::move(ts), n,
-                         fmt::format("{} {} {} ({} transforms)", backend, ws1::contract_name(j), op->name(), n)});
-      }
     }
   }
   return steps;

@@ -57,21 +57,20 @@ int run(const InvarianceOptions& o) {
 
   ws1::FixtureGenerator generator({o.threads});
   for (const ws1::Op* op : *ops) {
-    const ws1::FixtureSpec* spec = nullptr;
-    for (const auto& f : s.workload.catalogue)
-      if (f.op == op->name() && f.tier == ws1::Tier::kInvariance) spec = &f;
-    if (spec == nullptr)
+    const auto specs = ws1::invariance_fixtures(s.workload.catalogue, op->name());
+    if (specs.empty())
       return report(ws1::bad_input(s.workload.manifest.file, std::string(op->name()),
                                    "no invariance fixture for this op"));
-    for (ws1::Judgment j : *judgments) {
-      const auto t0 = std::chrono::steady_clock::now();
-      const auto transforms = transforms_for(*op, ws1::direction_of(j), one);
-      auto cells = ws1::run_invariance_cells(s.run, generator, *s.backend, *op, j, transforms, *spec);
-      if (!cells) return report(cells.error());
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      spdlog::info("{} {} ({} cells, {:.1f} s)", op->name(), ws1::contract_name(j), cells->size(), secs);
-      for (auto& c : *cells) s.evidence.cells.push_back(std::move(c));
-    }
+    for (const ws1::FixtureSpec* spec : specs)
+      for (ws1::Judgment j : *judgments) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto transforms = transforms_for(*op, ws1::direction_of(j), one);
+        auto cells = ws1::run_invariance_cells(s.run, generator, *s.backend, *op, j, transforms, *spec);
+        if (!cells) return report(cells.error());
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        spdlog::info("{} {} ({} cells, {:.1f} s)", spec->id, ws1::contract_name(j), cells->size(), secs);
+        for (auto& c : *cells) s.evidence.cells.push_back(std::move(c));
+      }
   }
   return finish_run(s.evidence, o.out, "invariance-" + s.backend->name(), o.json);
 }

@@ -49,25 +49,24 @@ int print_matrix(const std::string& workload, const std::string& op_filter) {
           row(id, "yes", "");
       }
     }
-    const ws1::FixtureSpec* inv = nullptr;
-    for (const auto& spec : ctx->catalogue)
-      if (spec.op == info.name && spec.tier == ws1::Tier::kInvariance) inv = &spec;
-    if (inv == nullptr) continue;
-    for (ws1::Judgment j : {ws1::Judgment::kForwardInvariance, ws1::Judgment::kGradientInvariance}) {
-      const ws1::Direction d = ws1::direction_of(j);
-      const bool params = d == ws1::Direction::kBackward && has_parameter_gradient(*op, *inv);
-      for (ws1::Transform t : ws1::all_transforms()) {
-        const std::string id = fmt::format("{}/{}/{}", ws1::contract_name(j), info.name,
-                                           ws1::transform_name(t));
-        auto na = ws1::transform_not_applicable(*op, t, d);
-        if (na && !na->listed) continue;
-        if (!na && t == ws1::Transform::kBnPermuted && !ctx->manifest.permutation_enabled)
-          na = ws1::NotApplicable{"the workload disables batch_permutation"};
-        row(id, na ? "N/A" : "yes", na ? na->reason : "");
-        if (params && !na)
-          row(id + "/parameters", ws1::transform_judges_parameters(t) ? "yes" : "N/A",
-              ws1::transform_judges_parameters(t) ? ""
-                                                  : std::string(ws1::kParametersRegroupedReason));
+    for (const ws1::FixtureSpec* inv : ws1::invariance_fixtures(ctx->catalogue, info.name)) {
+      const std::string family = ws1::invariance_family_prefix(*inv);
+      for (ws1::Judgment j : {ws1::Judgment::kForwardInvariance, ws1::Judgment::kGradientInvariance}) {
+        const ws1::Direction d = ws1::direction_of(j);
+        const bool params = d == ws1::Direction::kBackward && has_parameter_gradient(*op, *inv);
+        for (ws1::Transform t : ws1::all_transforms()) {
+          const std::string id = fmt::format("{}/{}/{}{}", ws1::contract_name(j), info.name, family,
+                                             ws1::transform_name(t));
+          auto na = ws1::transform_not_applicable(*op, t, d);
+          if (na && !na->listed) continue;
+          if (!na && t == ws1::Transform::kBnPermuted && !ctx->manifest.permutation_enabled)
+            na = ws1::NotApplicable{"the workload disables batch_permutation"};
+          row(id, na ? "N/A" : "yes", na ? na->reason : "");
+          if (params && !na)
+            row(id + "/parameters", ws1::transform_judges_parameters(t) ? "yes" : "N/A",
+                ws1::transform_judges_parameters(t) ? ""
+                                                    : std::string(ws1::kParametersRegroupedReason));
+        }
       }
     }
   }

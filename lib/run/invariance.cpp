@@ -433,8 +433,8 @@ Result<std::vector<Cell>> run_invariance_cells(const RunContext& run, FixtureGen
   for (Transform t : transforms) {
     Cell cell = base;
     cell.transform = std::string(transform_name(t));
-    cell.id = fmt::format("{}/{}/{}/invariance/{}", run.expected_backend, contract_name(judgment),
-                          op.name(), cell.transform);
+    cell.id = fmt::format("{}/{}/{}/invariance/{}{}", run.expected_backend, contract_name(judgment), op.name(),
+                          invariance_family_prefix(spec), cell.transform);
     auto na = transform_not_applicable(op, t, direction);
     if (!na && tp_ranks(t) > 0)
       if (auto why = tp_undeclared(run, op, tp_ranks(t), nullptr)) na = NotApplicable{*why};

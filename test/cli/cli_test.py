@@ -163,7 +163,11 @@ class Invariance(unittest.TestCase):
                                "--workload", SMOKE, "--out", d, "--json")
             self.assertEqual(rc, 0, err)
             e = json.loads(out)
-            self.assertEqual([c["verdict"] for c in e["cells"]], ["na"])
+            # One cell per invariance family: upstream's pattern, then the inexact one.
+            self.assertEqual([c["verdict"] for c in e["cells"]], ["na", "na"])
+            self.assertEqual([c["fixture"]["id"] for c in e["cells"]],
+                             ["rms_norm/invariance/pattern", "rms_norm/invariance/inexact"])
+            self.assertTrue(e["cells"][1]["id"].endswith("/invariance/inexact/tp2"), e["cells"][1]["id"])
             self.assertIn("no K to split", e["cells"][0]["reason"])
 
     def test_ops_matrix_matches_the_run(self):

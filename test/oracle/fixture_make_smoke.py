@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Writes fixtures/ws1-smoke.json: the upstream v8 manifest's structure at CI-sized widths.
 
-Usage: /usr/bin/python3 test/oracle/fixture_make_smoke.py [UPSTREAM_V8] [OUT]
+Usage: /usr/bin/python3 test/oracle/fixture_make_smoke.py [--gqa] [UPSTREAM_V8] [OUT]
+
+--gqa writes fixtures/ws1-smoke-gqa.json instead: the same workload with 8 query heads / 2 kv
+heads (Qwen3's ratio 4 with more than one kv head, so a wrong GQA head map can show; issue 19).
 
 Maintenance script (run by hand when the smoke workload changes; the result is checked in).
 The smoke workload keeps everything that defines the WS1 logical fixture (seed, samples s0..s3,
@@ -19,10 +22,14 @@ import hashlib
 import json
 import sys
 
-SRC = sys.argv[1] if len(sys.argv) > 1 else 'test/data/upstream/ws1_manifest.json'
-OUT = sys.argv[2] if len(sys.argv) > 2 else 'fixtures/ws1-smoke.json'
+GQA = '--gqa' in sys.argv[1:]
+ARGS = [a for a in sys.argv[1:] if a != '--gqa']
+SRC = ARGS[0] if len(ARGS) > 0 else 'test/data/upstream/ws1_manifest.json'
+OUT = ARGS[1] if len(ARGS) > 1 else ('fixtures/ws1-smoke-gqa.json' if GQA else 'fixtures/ws1-smoke.json')
 
 VOCAB, HIDDEN, INTER, HQ, HKV, HEAD_DIM, LAYERS = 256, 64, 192, 4, 1, 16, 2
+if GQA:
+    HQ, HKV = 8, 2
 DIM_MAP = {'K': {4096: HIDDEN}, 'N': {4096: HIDDEN, 12288: INTER}, 'Hq': {32: HQ},
            'Hkv': {8: HKV}, 'D': {128: HEAD_DIM}, 'head_dim': {128: HEAD_DIM},
            'vocab': {151936: VOCAB}}
@@ -71,9 +78,9 @@ def smoke_case(case, profile, backend_id, kernel_prefix):
 def main():
     src = json.load(open(SRC))
     m = copy.deepcopy(src)
-    m['workload_id'] = 'ws1-smoke-v1'
+    m['workload_id'] = 'ws1-smoke-gqa-v1' if GQA else 'ws1-smoke-v1'
     mi = m['model_identity']
-    mi['model_id'] = 'ws1/qwen3-smoke-synthetic'
+    mi['model_id'] = 'ws1/qwen3-smoke-gqa-synthetic' if GQA else 'ws1/qwen3-smoke-synthetic'
     mi['hf_repo'] = 'none'
     mi['revision'] = 'synthetic'
     mi['exit_forbids_architecture_shrink'] = False

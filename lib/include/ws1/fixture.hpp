@@ -25,8 +25,13 @@ inline constexpr std::string_view kFixtureGeneratorVersion = "ws1-gen-v1";
 // First line of the hashed metadata text.
 inline constexpr std::string_view kFixtureHashFormat = "ws1-fixture-hash-v1";
 
-// The value distribution a fixture stresses (its id's last part).
-enum class Distribution { kNormal, kHeavyTailed, kOutlierChannel, kNearZero, kScaledLogit, kPattern };
+// The value distribution or input condition a fixture stresses (its id's last part). The last
+// four are conditions a fault needs in order to show (docs/fixtures.md §3): ignore_index
+// targets, repeated embedding ids, a key mask, and invariance inputs whose FP32 sums are inexact.
+enum class Distribution {
+  kNormal, kHeavyTailed, kOutlierChannel, kNearZero, kScaledLogit, kPattern,
+  kIgnoreIndex, kRepeatedIds, kKeyMask, kInexact
+};
 std::string_view distribution_name(Distribution d);  // "normal", "heavy_tailed", ...
 std::optional<Distribution> distribution_from_name(std::string_view name);
 
@@ -110,6 +115,12 @@ std::span<const std::string_view> fixture_ops();
 // (op, tier) whatever the number of profiles; cases of different profiles that disagree on a
 // shape are refused) and the model config. Errors name the manifest and the case field.
 Result<std::vector<FixtureSpec>> fixture_catalogue(const Manifest& manifest);
+// The invariance fixtures of `op` in catalogue order: upstream's pattern first, then the
+// inexact family where the op has one.
+std::vector<const FixtureSpec*> invariance_fixtures(std::span<const FixtureSpec> catalogue, std::string_view op);
+// What an invariance cell id puts before the transform: "" for upstream's pattern (the ids C8
+// and earlier evidence know), "<family>/" for another family ("inexact/").
+std::string invariance_family_prefix(const FixtureSpec& spec);
 
 // ---- generation ----
 
