@@ -33,7 +33,7 @@ struct ParityOptions {
   std::int64_t sequences = 4;
   double temperature = 1.0;
   std::string rms_norm_order = "contract";
-  bool strict = false, json = false, batched_decode = false, no_reference = false;
+  bool strict = false, json = false, batched_decode = false, no_reference = false, unpinned = false;
   unsigned threads = 0;
   std::vector<std::string> sweep_given;  // sweep-only options on the command line
   std::vector<std::string> chain_given;  // options that run a chain (refused with --logprobs)
@@ -89,8 +89,9 @@ void print_table(const ws1::Cell& c, const ws1::ModelWeights& w, const ws1::Pari
                  const ws1::ParityRun& run, const std::string& tokens_path) {
   fmt::print("chain parity: lhs teacher forcing, rhs {}rollout decode, d = lhs - rhs (contract dlogp_definition)\n",
              run.batched_decode ? "batched " : "");
-  fmt::print("model    {} [{}]{}\n", w.label, w.hash,
-             w.synthetic ? " -- synthetic weights: not the WS1 chain gate" : "");
+  const std::string note = ws1::not_gate_note(w);
+  fmt::print("model    {} [{}]{}\n", w.label, w.hash, note.empty() ? "" : " -- " + note);
+  if (!w.synthetic && !w.pinned) fmt::print("snapshot {}\n", ws1::snapshot_record(w.snapshot));
   fmt::print("fixture  {}: {} sequences, {} active tokens, hash {}\n", f.protocol, f.sequences.size(),
              f.active_tokens(), f.hash());
   print_metrics(c);
@@ -109,10 +110,11 @@ void print_table(const ws1::Cell& c, const ws1::ModelWeights& w, const ws1::Pari
 
 // The head shape's config: --model's (synthetic:<name>, or a snapshot's config.json), else the
 // manifest's model. No weights are read: the cases are attention alone.
-ws1::Result<std::pair<ws1::ModelConfig, std::string>> kv_config(const std::string& model, const ws1::Manifest& m) {
+ws1::Result<std::pair<ws1::ModelConfig, std::string>> kv_config(const std::string& model, const ws1::Manifest& m,
+                                                                 bool unpinned) {
   if (model.empty()) return std::pair{m.model.config, m.model.model_id + " (the manifest's model)"};
   auto config = model.starts_with(kSyntheticPrefix) ? ws1::synthetic_config(model.substr(kSyntheticPrefix.size()))
-                                                    : snapshot_config(model, m);
+                                                    : snapshot_config(model, m, unpinned);
   if (!config) return config.error();
   if (ws1::Status st = ws1::check_config(*config, model); !st) return st.error();
   return std::pair{*config, model};
@@ -153,7 +155,7 @@ int run_kv(const ParityOptions& o, Session& s, const ws1::OpContext& run_ctx) {
   if (o.rms_norm_order != "contract")
     return report(ws1::bad_input("--fixture", "kv", "--rms-norm-order applies to the chain (the kv cases are attention alone)"));
   const ws1::Manifest& m = s.workload.manifest;
-  auto config = kv_config(o.model, m);
+  auto config = kv_config(o.model, m, o.unpinned);
   if (!config) return report(config.error());
   auto cases = ws1::kv_consistency_cases(m);
   if (!cases) return report(cases.error());
@@ -224,6 +226,8 @@ int run_logprobs(const ParityOptions& o) {
 
 int run(const ParityOptions& o) {
   if (!o.logprobs.empty()) return run_logprobs(o);
+  if (o.unpinned && (o.model.empty() || o.model.starts_with(kSyntheticPrefix)))
+    return report(ws1::bad_input("--unpinned", o.model, "takes a snapshot directory (--model PATH)"));
   auto session = open_session({o.backend, o.contract, o.workload, o.threads, {}});
   if (!session) return report(session.error());
   Session& s = **session;
@@ -231,7 +235,7 @@ int run(const ParityOptions& o) {
   auto ctx = op_context(o, s);
   if (!ctx) return report(ctx.error());
   const auto t0 = std::chrono::steady_clock::now();
-  auto weights = open_model(o.model, s.workload.manifest, o.threads);
+  auto weights = open_model(o.model, s.workload.manifest, o.threads, o.unpinned);
   if (!weights) return report(weights.error());
   spdlog::info("weights {} ready in {:.2f} s", weights->label,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -289,10 +293,14 @@ Command register_parity(CLI::App& app) {
   sub->add_flag("--strict", o->strict, "also require d == 0 exactly; localise the first bitwise drift");
   CLI::Option* no_reference = sub->add_flag("--no-reference", o->no_reference,
                 "skip the FP32 reference chain (CPU; slow at Qwen3-8B dims): no *_vs_fp32 metrics");
+  CLI::Option* unpinned = sub->add_flag("--unpinned", o->unpinned,
+                "--model PATH may be any Qwen3 dense snapshot (a fine-tuned policy): its shard SHA-256s and "
+                "config are recorded and the run is labelled as not the WS1 chain gate");
   CLI::Option* batched = sub->add_flag("--batched-decode", o->batched_decode,
                 "rhs decodes the sequences together (several lengths in flight, key_mask)");
   add_run_options(sub, o->backend, o->contract, o->workload, o->out, o->json, o->threads);
-  std::vector<const CLI::Option*> chain_only = {model, fixture, order, no_reference, batched, sub->get_option("--backend")};
+  std::vector<const CLI::Option*> chain_only = {model,   fixture, order, no_reference,
+                                                batched, unpinned, sub->get_option("--backend")};
   chain_only.insert(chain_only.end(), sweep_only.begin(), sweep_only.end());
   return {sub, [o, sweep_only, chain_only] {
             for (const CLI::Option* opt : sweep_only)

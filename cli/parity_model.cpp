@@ -6,9 +6,10 @@
 
 namespace ws1cli {
 
-ws1::Result<ws1::ModelConfig> snapshot_config(const std::string& model, const ws1::Manifest& m) {
+ws1::Result<ws1::ModelConfig> snapshot_config(const std::string& model, const ws1::Manifest& m, bool unpinned) {
   auto config = ws1::read_hf_config(model);
   if (!config) return config.error();
+  if (unpinned) return config;
   if (auto diff = ws1::config_difference(*config, m.model.config))
     return ws1::bad_input(model + "/config.json", "",
                           fmt::format("is not the manifest's model ({}): {} (exit_forbids_architecture_shrink)",
@@ -16,8 +17,13 @@ ws1::Result<ws1::ModelConfig> snapshot_config(const std::string& model, const ws
   return config;
 }
 
-ws1::Result<ws1::ModelWeights> open_model(const std::string& model, const ws1::Manifest& m, unsigned threads) {
+ws1::Result<ws1::ModelWeights> open_model(const std::string& model, const ws1::Manifest& m, unsigned threads,
+                                          bool unpinned) {
   if (model.empty()) return ws1::bad_input("--model", "", "required: synthetic:tiny, synthetic:qwen3-8b or a snapshot directory");
+  if (unpinned) {
+    spdlog::warn("{}: weights not pinned by the manifest: not the WS1 chain gate (hashes computed and recorded)", model);
+    return ws1::load_hf_checkpoint_unpinned(model);
+  }
   if (model.starts_with(kSyntheticPrefix)) {
     const std::string name = model.substr(kSyntheticPrefix.size());
     auto config = ws1::synthetic_config(name);

@@ -178,6 +178,22 @@ Result<ModelConfig> read_hf_config(const fs::path& dir) {
   return c;
 }
 
+namespace {
+
+// Every tensor the chain needs, from the verified (or recorded) index.
+Result<ModelWeights> read_weights(const fs::path& dir, const fs::path& index_path, const Index& index,
+                                  ModelWeights w) {
+  std::map<std::string, SafetensorsIndex> headers;
+  for (const WeightEntry& e : model_detail::weight_entries(w)) {
+    auto t = read_entry(dir, index_path, index, headers, e);
+    if (!t) return t.error();
+    *e.slot = e.kind == WeightKind::kProjection ? transposed(*t) : *t;
+  }
+  return w;
+}
+
+}  // namespace
+
 Result<ModelWeights> load_hf_checkpoint(const fs::path& dir, const WeightSnapshot& pins) {
   auto config = read_hf_config(dir);
   if (!config) return config.error();
@@ -196,14 +212,57 @@ Result<ModelWeights> load_hf_checkpoint(const fs::path& dir, const WeightSnapsho
   w.config = *config;
   w.label = "hf:" + dir.string();
   w.synthetic = false;
+  w.pinned = true;
+  w.snapshot = pins;
   w.hash = pins.content_hash_algorithm + ":" + pins.content_hash;
-  std::map<std::string, SafetensorsIndex> headers;
-  for (const WeightEntry& e : model_detail::weight_entries(w)) {
-    auto t = read_entry(dir, index_path, *index, headers, e);
-    if (!t) return t.error();
-    *e.slot = e.kind == WeightKind::kProjection ? transposed(*t) : *t;
+  return read_weights(dir, index_path, *index, std::move(w));
+}
+
+Result<ModelWeights> load_hf_checkpoint_unpinned(const fs::path& dir) {
+  auto config = read_hf_config(dir);
+  if (!config) return config.error();
+  const fs::path index_path = dir / kDefaultIndex;
+  auto index_text = json::read_text_file(index_path, std::uintmax_t{1} << 30);
+  if (!index_text) return index_text.error();
+  auto index = parse_json(*index_text, index_path, parse_index);
+  if (!index) return index.error();
+
+  ModelWeights w;
+  w.config = *config;
+  w.label = "hf-unpinned:" + dir.string();
+  w.synthetic = false;
+  w.pinned = false;
+  WeightSnapshot& s = w.snapshot;
+  s.pin_method = "unpinned: computed from the files read";
+  s.index_file = std::string(kDefaultIndex);
+  s.index_sha256 = sha256_hex(*index_text);
+  s.content_hash_algorithm = std::string(kShardRecordsHash);
+  std::set<std::string> files;
+  for (const auto& [tensor, file] : index->weight_map) files.insert(file);
+  for (const std::string& f : files) {
+    const fs::path path = dir / f;
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec) return bad_input(path.string(), "", "shard named by the index is missing or unreadable: " + ec.message());
+    auto sha = file_sha256(path);
+    if (!sha) return sha.error();
+    s.shards.push_back({f, *sha, size});
   }
-  return w;
+  s.content_hash = shard_records_sha256(s.shards);
+  w.hash = s.content_hash_algorithm + ":" + s.content_hash;
+  return read_weights(dir, index_path, *index, std::move(w));
+}
+
+std::string not_gate_note(const ModelWeights& w) {
+  if (w.synthetic) return "synthetic weights: not the WS1 chain gate";
+  if (!w.pinned) return "weights not pinned by the manifest: not the WS1 chain gate";
+  return "";
+}
+
+std::string snapshot_record(const WeightSnapshot& s) {
+  std::string r = fmt::format("index {} sha256 {}", s.index_file, s.index_sha256);
+  for (const WeightShard& sh : s.shards) r += fmt::format("; {} sha256 {} ({} bytes)", sh.filename, sh.sha256, sh.size_bytes);
+  return r;
 }
 
 }  // namespace ws1

@@ -117,7 +117,9 @@ Status check_compute_dtype(const Contract& c) {
 
 }  // namespace model_detail
 
-Result<Cell> parity_cell(const ParityCellInputs& in) {
+namespace {
+
+Result<Cell> judged_cell(const ParityCellInputs& in) {
   const Contract& c = *in.contract;
   if (Status st = model_detail::check_compute_dtype(c); !st) return st.error();
   Cell cell;
@@ -164,6 +166,23 @@ Result<Cell> parity_cell(const ParityCellInputs& in) {
   if (cell.verdict == Verdict::kGreen && run.drift)  // d == 0 everywhere, hidden states not
     cell.reason = fmt::format("strict: d is exactly 0, but hidden states differ first at {}, {}",
                               *run.drift_sequence, run.drift->text());
+  return cell;
+}
+
+}  // namespace
+
+Result<Cell> parity_cell(const ParityCellInputs& in) {
+  auto cell = judged_cell(in);
+  // Weights the manifest does not pin: the cell says so first, with what was read.
+  const ModelWeights& w = *in.weights;
+  if (cell && !w.synthetic && !w.pinned) {
+    const ModelConfig& k = w.config;
+    std::string note = fmt::format(
+        "{} (config: {} layers, hidden {}, intermediate {}, {} q / {} kv heads of {}, vocab {}; {})", not_gate_note(w),
+        k.num_hidden_layers, k.hidden_size, k.intermediate_size, k.num_attention_heads, k.num_key_value_heads,
+        k.head_dim, k.vocab_size, snapshot_record(w.snapshot));
+    cell->reason = cell->reason.empty() ? note : note + "; " + cell->reason;
+  }
   return cell;
 }
 

@@ -49,6 +49,8 @@ std::map<std::string, std::string> parity_token_metadata(const ParityCellInputs&
       {"ws1.weights", in.weights->label},
       {"ws1.weights_hash", in.weights->hash},
       {"ws1.weights_synthetic", in.weights->synthetic ? "true" : "false"},
+      {"ws1.weights_pinned", in.weights->pinned ? "true" : "false"},
+      {"ws1.weights_snapshot", in.weights->synthetic ? "" : snapshot_record(in.weights->snapshot)},
       {"ws1.dlogp", in.contract->chain.dlogp_definition + " (dlogp = " + roles.lhs + " - " + roles.rhs + ")"},
       {"ws1.contract_version", in.contract->version},
       {"ws1.backend", in.backend.actual},

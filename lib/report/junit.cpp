@@ -101,7 +101,10 @@ std::string junit_xml(const Evidence& e, const JunitOptions& o) {
       cases += fmt::format("    <testcase{}{}{}", attr("classname", c.op), attr("name", c.id),
                            attr("time", fmt::format("{:.3f}", secs(c.id))));
       if (c.verdict == Verdict::kGreen) {
-        cases += "/>\n";
+        // A green cell's reason qualifies it (e.g. weights not pinned: not the chain gate).
+        cases += c.reason.empty() ? std::string("/>\n")
+                                  : fmt::format(">\n      <system-out>{}</system-out>\n    </testcase>\n",
+                                                xml_escape(c.reason));
       } else if (c.verdict == Verdict::kNa || c.verdict == Verdict::kVacuous) {  // vacuous: not a pass
         ++n.skipped;
         cases += fmt::format(">\n      <skipped{}/>\n    </testcase>\n", attr("message", c.reason));

@@ -6,6 +6,7 @@ and writes the evidence and the per-token safetensors; --strict; --json; a small
 
 Usage: parity_test.py WS1CHECK SOURCE_ROOT   (stdlib; the snapshot case runs the numpy script)
 """
+import hashlib
 import json
 import os
 import struct
@@ -217,6 +218,54 @@ class Parity(unittest.TestCase):
                 self.assertEqual(rc, 2, (args, err))
                 self.assertIn(message, err)
                 self.assertEqual(os.listdir(d), [], args)
+
+    def test_unpinned_snapshot_of_another_layout_runs_labelled(self):
+        # A policy of its own layout (3 layers, 1 kv head): refused as the manifest's model,
+        # judged with --unpinned, its shard hashes and config in the evidence and the run labelled.
+        script = os.path.join(ROOT, "test", "model", "write_tiny_checkpoint.py")
+        smoke = os.path.join(ROOT, "fixtures", "ws1-smoke.json")
+        note = "weights not pinned by the manifest: not the WS1 chain gate"
+        with tempfile.TemporaryDirectory() as d:
+            snap = os.path.join(d, "snap")
+            subprocess.run([sys.executable, script, snap, "--layers", "3", "--kv-heads", "1"], check=True)
+            base = ("parity", "--model", snap, "--backend", "cpu_bf16", "--workload", smoke)
+            rc, _, err = run(*base, "--out", os.path.join(d, "pinned"))
+            self.assertEqual(rc, 2, err)
+            self.assertIn("is not the manifest's model", err)
+            self.assertFalse(os.path.exists(os.path.join(d, "pinned")))
+
+            out = os.path.join(d, "o")
+            rc, stdout, err = run(*base, "--unpinned", "--out", out)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("hf-unpinned:" + snap, stdout)
+            self.assertIn(note, stdout)
+            cell = load_json(os.path.join(out, "parity-cpu_bf16.json"))["cells"][0]
+            self.assertEqual(cell["verdict"], "green")
+            self.assertEqual(cell["id"], "chain/chain_parity/manifest/hf-unpinned:" + snap + "/cpu_bf16")
+            reason = cell["reason"]
+            self.assertTrue(reason.startswith(note), reason)
+            self.assertIn("config: 3 layers, hidden 64, intermediate 128, 4 q / 1 kv heads of 16, vocab 256", reason)
+            records = ""
+            for shard in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+                with open(os.path.join(snap, shard), "rb") as f:
+                    data = f.read()
+                sha = hashlib.sha256(data).hexdigest()
+                self.assertIn(f"{shard} sha256 {sha} ({len(data)} bytes)", reason)
+                records += f"{shard}\t{sha}\t{len(data)}\n"
+            content = hashlib.sha256(records.encode()).hexdigest()
+            self.assertEqual(cell["fixture"]["id"],
+                             f"chain/manifest/hf-unpinned:{snap}#sha256-of-sorted-shard-records-v1:{content}")
+            meta = safetensors_header(os.path.join(out, "parity-cpu_bf16.tokens.safetensors"))["__metadata__"]
+            self.assertEqual(meta["ws1.weights_pinned"], "false")
+            self.assertIn("model-00002-of-00002.safetensors sha256", meta["ws1.weights_snapshot"])
+
+        for model in ("synthetic:tiny", ""):
+            with tempfile.TemporaryDirectory() as d:
+                args = ("--model", model) if model else ()
+                rc, _, err = run("parity", *args, "--unpinned", "--backend", "cpu_bf16", "--out", d)
+                self.assertEqual(rc, 2, err)
+                self.assertIn("--unpinned", err)
+                self.assertEqual(os.listdir(d), [])
 
     def test_snapshot_that_is_not_the_manifest_model_is_refused(self):
         script = os.path.join(ROOT, "test", "model", "write_tiny_checkpoint.py")

@@ -92,6 +92,41 @@ TEST_CASE("a tiny Hugging Face checkpoint loads, verified, and runs the parity p
   CHECK(o.cell.fixture->id.find("#sha256-of-sorted-shard-records-v1:") != std::string::npos);
 }
 
+TEST_CASE("unpinned, any layout loads with its hashes computed as a manifest would pin them", "[model][hf]") {
+  TempDir d("ws1-hf-unpinned");
+  write_checkpoint(d.path, "--layers 3 --kv-heads 1");
+  auto w = load_hf_checkpoint_unpinned(d.path);
+  if (!w) FAIL(w.error().message());
+  CHECK_FALSE(w->synthetic);
+  CHECK_FALSE(w->pinned);
+  CHECK(w->label == "hf-unpinned:" + d.path.string());
+  CHECK(w->config.num_hidden_layers == 3);
+  CHECK(w->config.num_key_value_heads == 1);
+  CHECK(w->layers.size() == 3);
+  const WeightSnapshot pins = pins_of(d.path);  // computed here independently
+  CHECK(w->snapshot.index_sha256 == pins.index_sha256);
+  REQUIRE(w->snapshot.shards.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(w->snapshot.shards[i].filename == pins.shards[i].filename);
+    CHECK(w->snapshot.shards[i].sha256 == pins.shards[i].sha256);
+    CHECK(w->snapshot.shards[i].size_bytes == pins.shards[i].size_bytes);
+  }
+  CHECK(w->hash == "sha256-of-sorted-shard-records-v1:" + pins.content_hash);
+  CHECK(not_gate_note(*w) == "weights not pinned by the manifest: not the WS1 chain gate");
+  // The same files pinned: the pinned load agrees and is the gate's.
+  auto pinned = load_hf_checkpoint(d.path, pins);
+  REQUIRE(pinned.ok());
+  CHECK(pinned->pinned);
+  CHECK(not_gate_note(*pinned).empty());
+  CHECK(pinned->hash == w->hash);
+  // Unpinned is no looser about the files: a missing shard or tensor is still refused.
+  fs::remove(d.path / kShard2);
+  auto missing = load_hf_checkpoint_unpinned(d.path);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code == ExitCode::kBadInput);
+  CHECK_THAT(missing.error().message(), Catch::Contains(kShard2));
+}
+
 TEST_CASE("a shard whose hash differs from its pin is refused, naming the shard", "[model][hf]") {
   TempDir d("ws1-hf");
   write_checkpoint(d.path);

@@ -5,9 +5,11 @@ two bf16 safetensors shards with Qwen3ForCausalLM tensor names and [out, in] pro
 independently of ws1check's own safetensors writer.
 
 Usage: write_tiny_checkpoint.py OUT_DIR [--seed N] [--omit NAME] [--reshape NAME] [--f32 NAME]
+                                [--layers N] [--kv-heads N]
   --omit     leave the tensor out of its shard and the index (a missing tensor)
   --reshape  store the tensor with its first dimension one short (a mis-shaped tensor)
   --f32      store the tensor as F32 (a wrong dtype)
+  --layers, --kv-heads  another layout than synthetic:tiny's (a fine-tuned or resized policy)
 """
 import argparse
 import json
@@ -89,7 +91,11 @@ def main():
     ap.add_argument("--omit", action="append", default=[])
     ap.add_argument("--reshape", action="append", default=[])
     ap.add_argument("--f32", action="append", default=[])
+    ap.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"])
+    ap.add_argument("--kv-heads", type=int, default=CONFIG["num_key_value_heads"])
     a = ap.parse_args()
+    CONFIG["num_hidden_layers"] = a.layers
+    CONFIG["num_key_value_heads"] = a.kv_heads
     os.makedirs(a.out, exist_ok=True)
     all_tensors = tensors(np.random.default_rng(a.seed))
     names = list(all_tensors)

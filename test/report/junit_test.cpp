@@ -114,5 +114,19 @@ TEST_CASE("junit: reasons are escaped and made valid XML 1.0", "[junit]") {
   }
 }
 
+TEST_CASE("junit: a green cell's reason is its system-out; a green cell without one stays a bare testcase", "[junit]") {
+  Evidence e = test::full_green_evidence({});
+  Cell qualified = invariance_cell("cpu_bf16", "det_gemm", Judgment::kForwardInvariance, "tp2", Verdict::kGreen);
+  qualified.reason = "weights not pinned by the manifest: not the WS1 chain gate (config: 3 layers)";
+  e.cells.push_back(qualified);
+  e.cells.push_back(invariance_cell("cpu_bf16", "silu", Judgment::kForwardInvariance, "repeat", Verdict::kGreen));
+  const std::string xml = junit_xml(e, {});
+  CHECK_THAT(xml, Catch::Contains("<system-out>weights not pinned by the manifest: not the WS1 chain gate (config: 3 "
+                                  "layers)</system-out>"));
+  CHECK(occurrences(xml, "<system-out>") == 1);
+  CHECK(attribute(xml, "<testsuites", "failures") == "0");
+  CHECK(attribute(xml, "<testsuites", "skipped") == "0");
+}
+
 }  // namespace
 }  // namespace ws1

@@ -61,6 +61,11 @@ struct WeightSnapshot {
   std::vector<WeightShard> shards;
 };
 
+// content_hash of shard records: SHA-256 over "filename\tsha256\tsize_bytes\n" per shard, sorted
+// by filename (content_hash_algorithm sha256-of-sorted-shard-records-v1).
+inline constexpr std::string_view kShardRecordsHash = "sha256-of-sorted-shard-records-v1";
+std::string shard_records_sha256(const std::vector<WeightShard>& shards);
+
 struct ModelIdentity {
   std::string model_id;
   std::string revision;

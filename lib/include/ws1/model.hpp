@@ -77,8 +77,13 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   Tensor final_norm;  // [H]
   Tensor lm_head;     // [V, H] (linear_logp's weight, Hugging Face layout)
-  std::string label;  // "synthetic:tiny", or "hf:<snapshot directory>"
+  std::string label;  // "synthetic:tiny", "hf:<snapshot directory>", or "hf-unpinned:<directory>"
   bool synthetic = true;
+  // A snapshot verified against the manifest's pins. Synthetic weights and a snapshot opened
+  // unpinned are not: neither is the WS1 chain gate (not_gate_note says why).
+  bool pinned = false;
+  // The snapshot's index and shards: as pinned, or, unpinned, as read (hashes computed).
+  WeightSnapshot snapshot;
   // "xxh3-128:<hex>" over the synthetic tensors, or "sha256-of-sorted-shard-records-v1:<hex>",
   // the manifest's content hash of the verified shards.
   std::string hash;
@@ -115,6 +120,18 @@ Result<ModelConfig> read_hf_config(const std::filesystem::path& dir);
 // Any failure is bad input (exit 2) naming the file and the tensor or shard.
 Result<ModelWeights> load_hf_checkpoint(const std::filesystem::path& dir,
                                         const WeightSnapshot& pins);
+// Any Qwen3 dense snapshot (parity --model PATH --unpinned): the same checks of config.json and
+// of every tensor, no pins; the index's and each shard's SHA-256 and size are computed and kept
+// in `snapshot` (content hash as the manifest's algorithm). Labelled "hf-unpinned:<dir>".
+Result<ModelWeights> load_hf_checkpoint_unpinned(const std::filesystem::path& dir);
+
+// "" for pinned weights; else the sentence a run on these weights carries (table, evidence,
+// JUnit, HTML): "synthetic weights: not the WS1 chain gate" or "weights not pinned by the
+// manifest: not the WS1 chain gate".
+std::string not_gate_note(const ModelWeights& w);
+// The snapshot's record for an artifact: "index <file> sha256 <hex>; <shard> sha256 <hex> (<n>
+// bytes); ...".
+std::string snapshot_record(const WeightSnapshot& s);
 
 // ---- KV cache (kv_cache.cpp) ------------------------------------------------------------------
 
