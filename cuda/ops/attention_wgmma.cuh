@@ -177,6 +177,28 @@ __device__ __forceinline__ float bf16_rest(float x) {
   return isfinite(h) ? __fsub_rn(x, h) : 0.0f;
 }
 
+// A 64 x 128 FP32 C block (m64n128 fragments: element i of the lane's row h) to bf16 rows:
+// value(i, h) gives the element, dst(h) the row (nullptr: not stored). 16-byte stores, the quad
+// transposing its column pairs.
+template <class Value, class Dst>
+__device__ __forceinline__ void store_rows(int cq, Value value, Dst dst) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    bf16* row = dst(h);
+#pragma unroll
+    for (int gq = 0; gq < 4; ++gq) {
+      std::uint32_t x[4];
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) {
+        const int i = 4 * (4 * gq + jj) + 2 * h;
+        x[jj] = pack_bf162(value(i, h), value(i + 1, h));
+      }
+      detgemm::quad_transpose(x, cq);
+      if (row != nullptr) *reinterpret_cast<uint4*>(row + 32 * gq + 8 * cq) = make_uint4(x[0], x[1], x[2], x[3]);
+    }
+  }
+}
+
 __device__ __forceinline__ float quad_max4(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
@@ -300,13 +322,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr bool kF16 = kMode == PvMode::kFp16;
   static_assert(kF16 || !kVPre, "only fp16 V comes converted");
   constexpr bool kConvert = kF16 && !kVPre;  // the producer converts V in shared memory
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) &
-                                                         ~static_cast<std::uintptr_t>(1023));
+  unsigned char* smem = aligned_dynamic_smem();
   const std::uint32_t base = smem_u32(smem);
   const std::uint32_t full_q = base + L::kBars, full_k0 = full_q + 8, full_v0 = full_k0 + 8 * kStages,
                       ready_v0 = full_v0 + 8 * kStages, empty0 = ready_v0 + 8 * kStages;
-  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+  const int wg = warpgroup_index();
 
   const RowBlock rb = row_block(p.b, p.hkv, p.sq, p.group, p.tiles_per_kv, p.vis);
   const int rows = rb.rows, bkv = rb.bkv, r0 = rb.r0, n_tiles = rb.n_tiles, full_tiles = rb.full_tiles;
@@ -321,8 +341,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(ready_v0 + 8 * s, 128);
       mbar_init(empty0 + 8 * s, 8);  // one arrival per consumer warp
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fence_barrier_init();
   }
   __syncthreads();
 
@@ -614,25 +633,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     } else if (active) {
-      // o = acc / l, bf16, 16-byte stores (the quad transposes its column pairs).
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = my_row0 + 8 * h;
-        const bool any = count[h] > 0;  // then l >= 1 (the maximum's p is 1)
-#pragma unroll
-        for (int gq = 0; gq < 4; ++gq) {
-          std::uint32_t x[4];
-#pragma unroll
-          for (int jj = 0; jj < 4; ++jj) {
-            const int i = 4 * (4 * gq + jj) + 2 * h;
-            x[jj] = pack_bf162(any ? __fdiv_rn(acc[i], l[h]) : 0.0f, any ? __fdiv_rn(acc[i + 1], l[h]) : 0.0f);
-          }
-          quad_transpose(x, cq);
-          if (r < rows)
-            *reinterpret_cast<uint4*>(p.o + (static_cast<std::int64_t>(bkv) * rows + r) * kD + 32 * gq + 8 * cq) =
-                make_uint4(x[0], x[1], x[2], x[3]);
-        }
-      }
+      // o = acc / l (a row with a visible key has l >= 1: the maximum's p is 1).
+      store_rows(
+          cq, [&](int i, int h) { return count[h] > 0 ? __fdiv_rn(acc[i], l[h]) : 0.0f; },
+          [&](int h) -> bf16* {
+            const int r = my_row0 + 8 * h;
+            return r < rows ? p.o + (static_cast<std::int64_t>(bkv) * rows + r) * kD : nullptr;
+          });
     }
   }
 #endif

@@ -68,26 +68,6 @@ __device__ __forceinline__ void issue_split_rs(float (&acc)[64], const std::uint
   }
 }
 
-// A [64 x 128] bf16 C block (scaled by `mul`) to 16-byte row stores at dst(row) (nullptr: skip).
-template <class Dst>
-__device__ __forceinline__ void store_rows(const float (&acc)[64], float mul, int cq, Dst dst) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    bf16* row = dst(h);
-#pragma unroll
-    for (int gq = 0; gq < 4; ++gq) {
-      std::uint32_t x[4];
-#pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
-        const int i = 4 * (4 * gq + jj) + 2 * h;
-        x[jj] = pack_bf162(__fmul_rn(acc[i], mul), __fmul_rn(acc[i + 1], mul));
-      }
-      detgemm::quad_transpose(x, cq);
-      if (row != nullptr) *reinterpret_cast<uint4*>(row + 32 * gq + 8 * cq) = make_uint4(x[0], x[1], x[2], x[3]);
-    }
-  }
-}
-
 // ---- dq ------------------------------------------------------------------------------------------
 
 // CTA: the forward's row block (row_block), 3 warpgroups as the forward. Shared memory: Q and dO
@@ -108,12 +88,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
   using L = DqLayout;
   using namespace ws1cuda::detgemm;
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) &
-                                                         ~static_cast<std::uintptr_t>(1023));
+  unsigned char* smem = aligned_dynamic_smem();
   const std::uint32_t base = smem_u32(smem);
   const std::uint32_t full_q = base + L::kBars, full0 = full_q + 8, empty0 = full0 + 8 * kDqStages;
-  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+  const int wg = warpgroup_index();
   const RowBlock rb = row_block(p.b, p.hkv, p.sq, p.group, p.tiles_per_kv, p.vis);
 
   if (threadIdx.x == 0) {
@@ -122,8 +100,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(full0 + 8 * s, 1);
       mbar_init(empty0 + 8 * s, 8);  // one arrival per consumer warp
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fence_barrier_init();
   }
   __syncthreads();
 
@@ -212,7 +189,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (lane == 0) mbar_arrive(empty0 + 8 * s);
     }
     if (active)
-      store_rows(acc, p.scale, cq, [&](int h) -> bf16* {
+      store_rows(cq, [&](int i, int) { return __fmul_rn(acc[i], p.scale); }, [&](int h) -> bf16* {
         const int r = my_row0 + 8 * h;
         return r < rb.rows ? p.dq + (static_cast<std::int64_t>(rb.bkv) * rb.rows + r) * kD : nullptr;
       });
@@ -244,12 +221,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
   using L = KvLayout;
   using namespace ws1cuda::detgemm;
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) &
-                                                         ~static_cast<std::uintptr_t>(1023));
+  unsigned char* smem = aligned_dynamic_smem();
   const std::uint32_t base = smem_u32(smem);
   const std::uint32_t full_kv = base + L::kBars, full0 = full_kv + 8, empty0 = full0 + 8 * kKvStages;
-  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+  const int wg = warpgroup_index();
 
   // Key tiles heaviest first: tile kt is seen by the queries from i_first on.
   const int nkv = p.b * p.hkv;
@@ -273,8 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(full0 + 8 * s, 1 + 32);  // the copies' thread, the statistics warp
       mbar_init(empty0 + 8 * s, 8);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fence_barrier_init();
   }
   __syncthreads();
 
@@ -383,8 +357,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         return rank < nvalid ? out + (static_cast<std::int64_t>(bkv) * p.skv + kidx[rank]) * kD : nullptr;
       };
     };
-    store_rows(dk, p.scale, cq, key_row(p.dk));
-    store_rows(dv, 1.0f, cq, key_row(p.dv));
+    store_rows(cq, [&](int i, int) { return __fmul_rn(dk[i], p.scale); }, key_row(p.dk));
+    store_rows(cq, [&](int i, int) { return dv[i]; }, key_row(p.dv));
   }
 #endif
 }
@@ -417,24 +391,11 @@ Status launch_attention_bwd(const bf16* q, const bf16* k, const bf16* v, const b
       !(st = launch_attention_fwd<kStats>(q, k, v, nullptr, vis, b, hq, hkv, sq, skv, scale, fwd_ws,
                                           FwdStats{dout, lse2, dsum}, stream)))
     return st;
-  BwdArgs a;
-  a.lse2 = lse2;
-  a.dsum = dsum;
-  a.vis = vis;
-  a.kidx = kidx;
-  a.nvalid = nvalid;
-  a.q0 = q0;
-  a.dq = dq;
-  a.dk = dk;
-  a.dv = dv;
-  a.b = b;
-  a.hkv = hkv;
-  a.sq = sq;
-  a.skv = skv;
-  a.group = hq / hkv;
-  a.scale = scale;
-  a.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
-  a.tiles_per_kv = (a.group * sq + kBM - 1) / kBM;
+  const int group = hq / hkv;
+  const BwdArgs a{.lse2 = lse2, .dsum = dsum, .vis = vis, .kidx = kidx, .nvalid = nvalid, .q0 = q0,
+                  .dq = dq, .dk = dk, .dv = dv, .b = b, .hkv = hkv, .sq = sq, .skv = skv, .group = group,
+                  .scale = scale, .scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634),
+                  .tiles_per_kv = (group * sq + kBM - 1) / kBM};
   const std::int64_t heads_q = static_cast<std::int64_t>(b) * hq, heads_kv = static_cast<std::int64_t>(b) * hkv;
   CUtensorMap mq, mdo, mk, mv;
   // dq: Q and dO as the forward's Q (rows of 128), K and V in {64, 128 keys} boxes.

@@ -177,6 +177,23 @@ __device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// The dynamic shared memory from its first 1024-byte boundary (the 128-byte swizzle's atoms need
+// it; a kernel asks for 1024 bytes more than it uses).
+__device__ __forceinline__ unsigned char* aligned_dynamic_smem() {
+  extern __shared__ unsigned char smem_raw[];
+  return reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) &
+                                          ~static_cast<std::uintptr_t>(1023));
+}
+// This thread's warpgroup, warp-uniform to the compiler.
+__device__ __forceinline__ int warpgroup_index() {
+  return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+}
+// After mbarrier.init: the barriers visible to the other threads and to the async proxy (TMA).
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 __device__ __forceinline__ void mbar_init(std::uint32_t bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
@@ -422,15 +439,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
   using T = Tile<BN>;
   constexpr int kStages = T::kStages, kStageBytes = T::kStageBytes, kATile = T::kATileBytes, kAcc = T::kAcc;
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) &
-                                                         ~static_cast<std::uintptr_t>(1023));
+  unsigned char* smem = aligned_dynamic_smem();
   std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(smem + kStages * kStageBytes);
   const std::uint32_t smem_base = smem_u32(smem);
   const std::uint32_t full0 = smem_u32(bars), empty0 = smem_u32(bars + kStages);
   // The warpgroup index, broadcast so that the compiler sees it uniform (a branch on it around
   // wgmma must not look divergent, or ptxas serializes the wgmmas).
-  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+  const int wg = warpgroup_index();
   const int tiles = p.tiles_m * p.tiles_n;
   // Work units: a tile with all its shards (fused), or one shard of a tile (split).
   const int units = p.split ? tiles * p.shards : tiles;
@@ -440,8 +455,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(full0 + 8 * s, 1);
       mbar_init(empty0 + 8 * s, kConsumers * 4);  // one arrival per consumer warp
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fence_barrier_init();
   }
   __syncthreads();
 
