@@ -852,7 +852,7 @@ class WgmmaAttention {
       kp_ = DeviceArray<bf16>(static_cast<std::size_t>(x_.k->numel()));
       vp_ = DeviceArray<bf16>(static_cast<std::size_t>(x_.v->numel()));
     }
-    // The backward's statistics pass takes P V as the hi + lo pair (attention_wgmma_bwd.cuh): no V workspace.
+    // The backward reads V as bf16 (attention_wgmma_bwd.cuh): no V workspace.
     if (!backward && kForwardPv == attn::PvMode::kFp16 && attn::fwd_wants_workspace(dim(n.hq), dim(n.hkv), dim(n.sq)))
       ws_ = DeviceArray<unsigned char>(attn::fwd_workspace_bytes(dim(n.b), dim(n.hkv), dim(n.skv)));
     if (backward) stats_ = DeviceArray<unsigned char>(attn::bwd_workspace_bytes(dim(n.b), dim(n.hq), dim(n.sq)));
@@ -875,7 +875,7 @@ class WgmmaAttention {
     const attn::Status st = attn::launch_attention_bwd(
         q.get(), keys(k), values(v), dy.get(), dq.get(), dk.get(), dv.get(), keys_.vis.get(), keys_.kidx.get(),
         keys_.nvalid.get(), keys_.q0.get(), dim(n.b), dim(n.hq), dim(n.hkv), dim(n.sq), dim(n.skv), x_.scale,
-        stats_.get(), fwd_ws());
+        stats_.get());
     check(st.error, st.what);
   }
 

@@ -84,12 +84,6 @@ struct FwdArgs {
   int tiles_per_kv = 0;     // ceil(group * Sq / kBM)
   const unsigned char* vexp = nullptr;  // kVPre: the keys' exponents, [B * Hkv][vexp_stride]
   int vexp_stride = 0;                  // ceil(Skv / kBN) * kBN
-  // The backward's statistics instead of o (lse2 != nullptr): per row, lse2 = m + log2(l) (+inf
-  // without a visible key) and dsum = sum_d dout . (acc / l) (FP32 o; a per-lane fma chain over
-  // its columns in order, then the quad butterfly).
-  const bf16* dout = nullptr;
-  float* lse2 = nullptr;
-  float* dsum = nullptr;
 };
 
 // V converted to fp16 before the kernel (the prefill path, where each V tile is read by many
@@ -97,12 +91,6 @@ struct FwdArgs {
 // gives the size of one allocation holding both.
 struct FwdWorkspace {
   void* base = nullptr;
-};
-// The backward's statistics (FwdArgs): with lse2 set, the forward writes lse2 and dsum, not o.
-struct FwdStats {
-  const bf16* dout = nullptr;
-  float* lse2 = nullptr;
-  float* dsum = nullptr;
 };
 
 // ---- PTX wrappers beyond det_gemm's ------------------------------------------------------------
@@ -611,28 +599,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
 
-    if (active && p.lse2 != nullptr) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = my_row0 + 8 * h;
-        const bool any = count[h] > 0, in = r < rows;
-        const std::int64_t row = static_cast<std::int64_t>(bkv) * rows + r;
-        float ds = 0.0f;
-#pragma unroll
-        for (int q = 0; q < 16; ++q) {
-          __nv_bfloat162 d2 = __floats2bfloat162_rn(0.0f, 0.0f);
-          if (in) d2 = *reinterpret_cast<const __nv_bfloat162*>(p.dout + row * kD + 8 * q + 2 * cq);
-          const int i = 4 * q + 2 * h;
-          ds = __fmaf_rn(__low2float(d2), any ? __fdiv_rn(acc[i], l[h]) : 0.0f, ds);
-          ds = __fmaf_rn(__high2float(d2), any ? __fdiv_rn(acc[i + 1], l[h]) : 0.0f, ds);
-        }
-        ds = quad_sum4(ds);
-        if (in && cq == 0) {
-          p.lse2[row] = any ? __fadd_rn(m[h], log2f(l[h])) : INFINITY;
-          p.dsum[row] = ds;
-        }
-      }
-    } else if (active) {
+    if (active) {
       // o = acc / l (a row with a visible key has l >= 1: the maximum's p is 1).
       store_rows(
           cq, [&](int i, int h) { return count[h] > 0 ? __fdiv_rn(acc[i], l[h]) : 0.0f; },
@@ -679,11 +646,10 @@ inline bool fwd_wants_workspace(int hq, int hkv, int sq) { return (hq / hkv) * s
 
 // The forward: q [B, Hq, Sq, 128], k and v [B, Hkv, Skv, 128] (device, contiguous; with a key
 // mask, k and v hold each (b, kv head)'s valid keys packed in order), vis [B][Sq], o like q.
-// kFp16 with a workspace (fwd_workspace_bytes) converts V before the kernel. With stats.lse2 set,
-// the backward's statistics are written instead of o.
+// kFp16 with a workspace (fwd_workspace_bytes) converts V before the kernel.
 template <PvMode kMode, int kStages = 3, bool kOverlap = true, bool kPingPong = true>
 Status launch_attention_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, const int* vis, int b, int hq,
-                            int hkv, int sq, int skv, float scale, FwdWorkspace ws = {}, FwdStats stats = {},
+                            int hkv, int sq, int skv, float scale, FwdWorkspace ws = {},
                             cudaStream_t stream = nullptr) {
   using L = Layout<kStages>;
   if (b * hq * sq == 0) return {};
@@ -696,9 +662,6 @@ Status launch_attention_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o
   a.group = hq / hkv;
   a.scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
   a.tiles_per_kv = (a.group * sq + kBM - 1) / kBM;
-  a.dout = stats.dout;
-  a.lse2 = stats.lse2;
-  a.dsum = stats.dsum;
   CUtensorMap mq, mk, mv;
   Status st = detgemm::make_map(mq, q, kD, static_cast<std::int64_t>(b) * hq * sq, kD, 64, kBM);
   if (!st) return st;

@@ -1,13 +1,20 @@
-// attention's backward on Hopper tensor cores (sm_90a), head_dim 128: the statistics pass (the
-// forward kernel of attention_wgmma.cuh writing lse2 and dsum), then two kernels with no atomics:
-// dq per block of query rows over the key tiles in order, dk and dv per key tile over the query
-// tiles in order. Self-contained like the forward, so that a standalone probe can include it.
+// attention's backward on Hopper tensor cores (sm_90a), head_dim 128: two kernels with no atomics.
+// dq per block of query rows: a first pass over the key tiles in order for each row's lse2 and
+// dsum (written out for the second kernel), then a second pass for dq; dk and dv per key tile over
+// the query tiles in order. Self-contained like the forward, so that a standalone probe can
+// include it.
 //
 // What an element computes (the declared order of this backward; the op's definition is at the
 // top of lib/ops/attention.cpp). Keys by rank as in the forward; x = s * (scale log2 e) with s by
 // wgmma (k16 steps over d in order), for a visible (query i, key j):
-//   p = 2^(x - lse2_i) (ex2.approx of one fma), dp = dO_i . V_j (wgmma, k16 steps over d),
-//   ds = p * (dp - dsum_i) (FP32), else p = ds = 0;
+//   dp = dO_i . V_j (wgmma, k16 steps over d);
+//   lse2_i, dsum_i: an online softmax over the key tiles in order (the forward's: the tile's
+//          maximum m by the quad butterfly, l = l 2^(m_old - m) + sum_j 2^(x - m) and the same
+//          for a = sum_j 2^(x - m) dp, each tile's sum along the lane's columns in order, then the
+//          quad butterfly); lse2 = m + log2(l), dsum = a / l (+inf and 0 without a visible key).
+//          dsum = sum_j p_ij dp_ij equals dO_i . o_i and is formed from the same dp bits that ds
+//          takes, so that a row of ds sums to ~0 however large dp (one dominant key included);
+//   p = 2^(x - lse2_i) (ex2.approx of one fma), ds = p * (dp - dsum_i) (FP32), else p = ds = 0;
 //   dq_i = scale * sum_j ds_ij K_j: k16 steps of keys in order (128-key tiles in order), each step
 //          adding hi = bf16(ds), then lo = bf16(ds - hi) (~16 significand bits: a row of ds sums to
 //          ~0, and one bf16 rounding of it breaks the gradient contract);
@@ -24,8 +31,9 @@
 namespace ws1cuda::attn {
 
 struct BwdArgs {
-  const float* lse2 = nullptr;  // [B * Hq * Sq] (the statistics pass)
-  const float* dsum = nullptr;
+  float* lse2 = nullptr;  // [B * Hq * Sq]: written by the dq kernel's first pass, read by dk/dv
+  float* dsum = nullptr;
+  bool stats_given = false;  // lse2 and dsum hold the statistics already: no first pass
   const int* vis = nullptr;     // [B][Sq]
   const int* kidx = nullptr;    // [B][Skv]: the valid keys' positions by rank
   const int* nvalid = nullptr;  // [B]
@@ -73,7 +81,7 @@ __device__ __forceinline__ void issue_split_rs(float (&acc)[64], const std::uint
 // CTA: the forward's row block (row_block), 3 warpgroups as the forward. Shared memory: Q and dO
 // of the block (two 64-column halves each), then a ring of kDqStages (K, V) key tiles loaded as
 // K is in the forward ({64 d, 128 keys} halves): K-major B for S = Q K^T and dP = dO V^T, and the
-// same K bytes N-major for dq += ds K.
+// same K bytes N-major for dq += ds K. The key tiles stream twice: the statistics pass, then dq.
 inline constexpr int kDqStages = 2;
 struct DqLayout {
   static constexpr int kQ = 0, kDo = 32768, kStage0 = 65536, kStageBytes = 65536;
@@ -93,6 +101,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const std::uint32_t full_q = base + L::kBars, full0 = full_q + 8, empty0 = full0 + 8 * kDqStages;
   const int wg = warpgroup_index();
   const RowBlock rb = row_block(p.b, p.hkv, p.sq, p.group, p.tiles_per_kv, p.vis);
+  const int passes = p.stats_given ? 1 : 2;
 
   if (threadIdx.x == 0) {
     mbar_init(full_q, 1);
@@ -112,14 +121,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load_2d(base + L::kQ + dh * 16384, &map_q, full_q, 64 * dh, static_cast<int>(rb.q_row0));
         tma_load_2d(base + L::kDo + dh * 16384, &map_do, full_q, 64 * dh, static_cast<int>(rb.q_row0));
       }
-      for (int t = 0; t < rb.n_tiles; ++t) {
-        const int s = t % kDqStages;
+      for (int t = 0; t < passes * rb.n_tiles; ++t) {
+        const int s = t % kDqStages, key0 = (t % rb.n_tiles) * kBN;
         mbar_wait(empty0 + 8 * s, (static_cast<unsigned>(t / kDqStages) & 1u) ^ 1u);
         const std::uint32_t sk = base + L::kStage0 + s * L::kStageBytes;
         mbar_expect_tx(full0 + 8 * s, L::kStageBytes);
         for (int dh = 0; dh < 2; ++dh) {
-          tma_load_3d(sk + dh * 16384, &map_k, full0 + 8 * s, 64 * dh, t * kBN, rb.bkv);
-          tma_load_3d(sk + 32768 + dh * 16384, &map_v, full0 + 8 * s, 64 * dh, t * kBN, rb.bkv);
+          tma_load_3d(sk + dh * 16384, &map_k, full0 + 8 * s, 64 * dh, key0, rb.bkv);
+          tma_load_3d(sk + 32768 + dh * 16384, &map_v, full0 + 8 * s, 64 * dh, key0, rb.bkv);
         }
       }
     }
@@ -130,63 +139,134 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int my_row0 = rb.r0 + 64 * c + 16 * warp + g;
     const bool active = rb.r0 + 64 * c < rb.rows;
     int count[2];
-    float lse[2], dsum[2];
+    float lse[2], dsum[2], m[2], l[2], a[2];
+    const auto stat_row = [&](int h) { return static_cast<std::int64_t>(rb.bkv) * rb.rows + my_row0 + 8 * h; };
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int r = my_row0 + 8 * h;
-      const bool in = r < rb.rows;
-      count[h] = in ? rb.vis[r % p.sq] : 0;
-      const std::int64_t row = static_cast<std::int64_t>(rb.bkv) * rb.rows + r;
-      lse[h] = in ? p.lse2[row] : INFINITY;
-      dsum[h] = in ? p.dsum[row] : 0.0f;
+      const bool in = my_row0 + 8 * h < rb.rows;
+      count[h] = in ? rb.vis[(my_row0 + 8 * h) % p.sq] : 0;
+      lse[h] = in && p.stats_given ? p.lse2[stat_row(h)] : INFINITY;
+      dsum[h] = in && p.stats_given ? p.dsum[stat_row(h)] : 0.0f;
+      m[h] = -INFINITY;
+      l[h] = a[h] = 0.0f;
+    }
+    // The statistics of the lane's rows once the first pass has seen every tile (or none).
+    const auto finish_stats = [&] {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const bool any = count[h] > 0;
+        lse[h] = any ? __fadd_rn(m[h], log2f(l[h])) : INFINITY;
+        dsum[h] = any ? __fdiv_rn(a[h], l[h]) : 0.0f;
+        if (my_row0 + 8 * h < rb.rows && cq == 0) {
+          p.lse2[stat_row(h)] = lse[h];
+          p.dsum[stat_row(h)] = dsum[h];
+        }
+      }
+    };
+    if (rb.n_tiles > 0) mbar_wait(full_q, 0);
+    // S and dP of key tile kt from ring slot t % kDqStages (waited, not released).
+    const auto products = [&](int t, float (&sc)[64], float (&dp)[64]) {
+      const int s = t % kDqStages;
+      mbar_wait(full0 + 8 * s, static_cast<unsigned>(t / kDqStages) & 1u);
+      const std::uint32_t sk = base + L::kStage0 + s * L::kStageBytes, sv = sk + 32768;
+#pragma unroll
+      for (int i = 0; i < 64; ++i) sc[i] = dp[i] = 0.0f;
+      fence_acc(sc);
+      fence_acc(dp);
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < kD / 16; ++j) {
+        const std::uint32_t a_off = (j / 4) * 16384 + c * 8192 + (j % 4) * 32, b_off = (j / 4) * 16384 + (j % 4) * 32;
+        wgmma_m64n128k16<0, 0>(sc, smem_desc(base + L::kQ + a_off, 16, 1024), smem_desc(sk + b_off, 16, 1024));
+      }
+#pragma unroll
+      for (int j = 0; j < kD / 16; ++j) {
+        const std::uint32_t a_off = (j / 4) * 16384 + c * 8192 + (j % 4) * 32, b_off = (j / 4) * 16384 + (j % 4) * 32;
+        wgmma_m64n128k16<0, 0>(dp, smem_desc(base + L::kDo + a_off, 16, 1024), smem_desc(sv + b_off, 16, 1024));
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_acc(sc);
+      fence_acc(dp);
+    };
+    const auto release = [&](int t) {
+      __syncwarp();  // the lanes' shared-memory reads of the stage come before the release
+      if (lane == 0) mbar_arrive(empty0 + 8 * (t % kDqStages));
+    };
+    const auto visible = [&](int kt, int i) { return kt * kBN + 8 * (i / 4) + 2 * cq + (i % 2) < count[(i / 2) % 2]; };
+    // Ring slots 0 .. n_tiles - 1: the statistics pass; then dq.
+    if (passes == 2) {
+      for (int kt = 0; kt < rb.n_tiles; ++kt) {
+        if (active) {
+          float sc[64], dp[64];
+          products(kt, sc, dp);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int q = 0; q < 16; ++q)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int i = 4 * q + 2 * h + e;
+                mx = fmaxf(mx, visible(kt, i) ? sc[i] : -INFINITY);
+              }
+            mx = quad_max4(mx);
+            // No key of this tile visible to the row: nothing changes (every lane still takes
+            // part in the butterflies, whose shuffles name the whole warp).
+            const bool none = mx == -INFINITY;
+            const float m_new = none ? m[h] : fmaxf(m[h], __fmul_rn(mx, p.scale_log2));
+            const float alpha = none ? 1.0f : ex2(__fsub_rn(m[h], m_new));
+            float sum = 0.0f, dsp = 0.0f;
+#pragma unroll
+            for (int q = 0; q < 16; ++q)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int i = 4 * q + 2 * h + e;
+                const float pr = visible(kt, i) ? ex2(__fmaf_rn(sc[i], p.scale_log2, -m_new)) : 0.0f;
+                sum = __fadd_rn(sum, pr);
+                dsp = __fmaf_rn(pr, dp[i], dsp);
+              }
+            sum = quad_sum4(sum);
+            dsp = quad_sum4(dsp);
+            if (!none) {
+              l[h] = __fmaf_rn(l[h], alpha, sum);
+              a[h] = __fmaf_rn(a[h], alpha, dsp);
+              m[h] = m_new;
+            }
+          }
+        } else {
+          mbar_wait(full0 + 8 * (kt % kDqStages), static_cast<unsigned>(kt / kDqStages) & 1u);
+        }
+        release(kt);
+      }
+      if (active) finish_stats();
     }
     float acc[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-    if (rb.n_tiles > 0) mbar_wait(full_q, 0);
-    for (int t = 0; t < rb.n_tiles; ++t) {
-      const int s = t % kDqStages;
-      mbar_wait(full0 + 8 * s, static_cast<unsigned>(t / kDqStages) & 1u);
+    for (int kt = 0; kt < rb.n_tiles; ++kt) {
+      const int t = (passes - 1) * rb.n_tiles + kt;
       if (active) {
-        const std::uint32_t sk = base + L::kStage0 + s * L::kStageBytes, sv = sk + 32768;
         float sc[64], dp[64];
-#pragma unroll
-        for (int i = 0; i < 64; ++i) sc[i] = dp[i] = 0.0f;
-        fence_acc(sc);
-        fence_acc(dp);
-        wgmma_fence();
-#pragma unroll
-        for (int j = 0; j < kD / 16; ++j) {
-          const std::uint32_t a_off = (j / 4) * 16384 + c * 8192 + (j % 4) * 32, b_off = (j / 4) * 16384 + (j % 4) * 32;
-          wgmma_m64n128k16<0, 0>(sc, smem_desc(base + L::kQ + a_off, 16, 1024), smem_desc(sk + b_off, 16, 1024));
-        }
-#pragma unroll
-        for (int j = 0; j < kD / 16; ++j) {
-          const std::uint32_t a_off = (j / 4) * 16384 + c * 8192 + (j % 4) * 32, b_off = (j / 4) * 16384 + (j % 4) * 32;
-          wgmma_m64n128k16<0, 0>(dp, smem_desc(base + L::kDo + a_off, 16, 1024), smem_desc(sv + b_off, 16, 1024));
-        }
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_acc(sc);
-        fence_acc(dp);
-        const int first = t * kBN;
+        products(t, sc, dp);
 #pragma unroll
         for (int i = 0; i < 64; ++i) {
-          const int h = (i / 2) % 2, key = first + 8 * (i / 4) + 2 * cq + (i % 2);
-          const bool visible = key < count[h];
-          sc[i] = visible ? __fmul_rn(ex2(__fmaf_rn(sc[i], p.scale_log2, -lse[h])), __fsub_rn(dp[i], dsum[h])) : 0.0f;
+          const int h = (i / 2) % 2;
+          sc[i] = visible(kt, i) ? __fmul_rn(ex2(__fmaf_rn(sc[i], p.scale_log2, -lse[h])), __fsub_rn(dp[i], dsum[h]))
+                                 : 0.0f;
         }
         std::uint32_t hi[8][4], lo[8][4];
         split_fragments<8>(sc, hi, lo);
         fence_acc(acc);
         wgmma_fence();
-        issue_split_rs<8>(acc, hi, lo, sk, 16384);
+        issue_split_rs<8>(acc, hi, lo, base + L::kStage0 + (t % kDqStages) * L::kStageBytes, 16384);
         wgmma_commit();
         wgmma_wait<0>();
         fence_acc(acc);
+      } else {
+        mbar_wait(full0 + 8 * (t % kDqStages), static_cast<unsigned>(t / kDqStages) & 1u);
       }
-      __syncwarp();  // the lanes' shared-memory reads of the stage come before the release
-      if (lane == 0) mbar_arrive(empty0 + 8 * s);
+      release(t);
     }
     if (active)
       store_rows(cq, [&](int i, int) { return __fmul_rn(acc[i], p.scale); }, [&](int h) -> bf16* {
@@ -246,7 +326,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(full_kv, 1);
     for (int s = 0; s < kKvStages; ++s) {
       mbar_init(full0 + 8 * s, 1 + 32);  // the copies' thread, the statistics warp
-      mbar_init(empty0 + 8 * s, 8);
+      mbar_init(empty0 + 8 * s, 256);    // every consumer thread: the statistics warp writes the stage
     }
     fence_barrier_init();
   }
@@ -348,8 +428,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<0>();
       fence_acc(dv);
       fence_acc(dk);
-      __syncwarp();  // the lanes' shared-memory reads of the stage come before the release
-      if (lane == 0) mbar_arrive(empty0 + 8 * s);
+      mbar_arrive(empty0 + 8 * s);
     }
     const auto key_row = [&](bf16* out) {
       return [=](int h) -> bf16* {
@@ -373,26 +452,18 @@ inline std::size_t bwd_workspace_bytes(int b, int hq, int sq) {
 // The backward: q, dout [B, Hq, Sq, 128]; k, v [B, Hkv, Skv, 128] (with a key mask, each (b, kv
 // head)'s valid keys packed in order, as the forward takes them; kidx maps a rank back to its
 // key for dk and dv); dq like q; dk, dv like k, zero-filled by the caller; vis, kidx, nvalid, q0
-// as attention_prep_kernel makes them. kStats: the forward's P V operand in the statistics pass
-// (dsum = dO . o cancels against dp in ds = p (dp - dsum), so o needs more than fp16 P's 11 bits
-// where one key dominates a row: the hi + lo pair). stats_given: the workspace already holds
-// lse2 and dsum (a probe's hook), no statistics pass.
-template <PvMode kStats = PvMode::kBf16Split>
-Status launch_attention_bwd(const bf16* q, const bf16* k, const bf16* v, const bf16* dout, bf16* dq,
-                                   bf16* dk, bf16* dv, const int* vis, const int* kidx, const int* nvalid,
-                                   const int* q0, int b, int hq, int hkv, int sq, int skv, float scale,
-                                   void* workspace, FwdWorkspace fwd_ws = {}, bool stats_given = false,
-                                   cudaStream_t stream = nullptr) {
+// as attention_prep_kernel makes them; workspace: bwd_workspace_bytes. stats_given: the workspace
+// already holds lse2 and dsum (a probe's hook), the dq kernel makes one pass.
+inline Status launch_attention_bwd(const bf16* q, const bf16* k, const bf16* v, const bf16* dout, bf16* dq, bf16* dk,
+                                   bf16* dv, const int* vis, const int* kidx, const int* nvalid, const int* q0, int b,
+                                   int hq, int hkv, int sq, int skv, float scale, void* workspace,
+                                   bool stats_given = false, cudaStream_t stream = nullptr) {
   if (b * hq * sq == 0) return {};
   auto* lse2 = static_cast<float*>(workspace);
   float* dsum = lse2 + static_cast<std::int64_t>(b) * hq * sq;
   Status st;
-  if (!stats_given &&
-      !(st = launch_attention_fwd<kStats>(q, k, v, nullptr, vis, b, hq, hkv, sq, skv, scale, fwd_ws,
-                                          FwdStats{dout, lse2, dsum}, stream)))
-    return st;
   const int group = hq / hkv;
-  const BwdArgs a{.lse2 = lse2, .dsum = dsum, .vis = vis, .kidx = kidx, .nvalid = nvalid, .q0 = q0,
+  const BwdArgs a{.lse2 = lse2, .dsum = dsum, .stats_given = stats_given, .vis = vis, .kidx = kidx, .nvalid = nvalid, .q0 = q0,
                   .dq = dq, .dk = dk, .dv = dv, .b = b, .hkv = hkv, .sq = sq, .skv = skv, .group = group,
                   .scale = scale, .scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634),
                   .tiles_per_kv = (group * sq + kBM - 1) / kBM};
