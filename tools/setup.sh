@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine for ws1check and builds it into ./build.
+#   bash tools/setup.sh [--tests] [TARGET...]
 # Installs the Debian packages the build needs (apt-get, as root or through sudo; its output goes
-# to build-setup.log, shown only when it fails), configures Meson (CUDA is built when nvcc is
-# found, at /usr/local/cuda on our machines) and compiles the targets named as arguments —
-# by default only the CLI, build/cli/ws1check (`meson test` builds the tests it runs itself).
+# to build-setup.log, shown only when it fails) — with --tests also those the test suite uses —
+# configures Meson (CUDA is built when nvcc is found, at /usr/local/cuda on our machines) and
+# compiles the targets named as arguments — by default only the CLI, build/cli/ws1check
+# (`meson test` builds the tests it runs itself).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tests=0
+[ "${1:-}" = "--tests" ] && { tests=1; shift; }
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(cli/ws1check)
 
 packages=(meson ninja-build pkg-config g++ git libcli11-dev libsimdjson-dev nlohmann-json3-dev
-          libspdlog-dev libfmt-dev libxxhash-dev catch2 libssl-dev python3-numpy
-          python3-jsonschema  # the contract and committed-evidence schema tests (else skipped)
-          chromium chromium-driver)  # chromium: the gate's HTML report is checked headless
+          libspdlog-dev libfmt-dev libxxhash-dev catch2 libssl-dev)
+if [ $tests -eq 1 ]; then
+  packages+=(python3-numpy      # the oracle scripts and the Python workers' tests
+             python3-jsonschema # the contract and committed-evidence schema tests
+             python3-torch      # ws1check.serve with PyTorch callables (test/backend/torch_worker_test.py)
+             dpkg-dev           # the Debian package (tools/package_deb.sh, test/cli/deb_test.py)
+             chromium chromium-driver)  # the gate's HTML report, checked headless
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

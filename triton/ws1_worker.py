@@ -20,8 +20,9 @@ flags stand after this worker switched them off (spec 2.1: no TF32 on the candid
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ws1_exec  # noqa: E402
+# The protocol package sits beside triton/ in the source tree and in <prefix>/share/ws1check.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+from ws1check import protocol as ws1_exec  # noqa: E402
 
 BACKEND = "triton_cuda_bf16"
 

@@ -1,4 +1,5 @@
-"""The worker side of ws1-exec-v1 (docs/external-backend.md) for the project's Python backends.
+"""The worker side of ws1-exec-v1 (docs/external-backend.md): the protocol, under the Triton
+profile (triton/ws1_worker.py) and ws1check.serve (this package's __init__).
 
 - take_stdout(): fd 1 is kept for protocol lines only; everything else that prints (Python's
   print, warnings, C libraries, Triton's compiler) lands on stderr, which ws1check quotes in
@@ -190,6 +191,6 @@ def serve(channel, backend, kernels, readback, io, cache_bytes=0, keep=lambda t:
         elif kind == "shutdown":
             break
         else:
-            print(f"ws1_exec: unexpected message type {kind!r}", file=sys.stderr)
+            print(f"ws1check.protocol: unexpected message type {kind!r}", file=sys.stderr)
             return 2
     return 0

@@ -1,4 +1,4 @@
-"""The Python side of ws1-exec-v1's tensor files (triton/ws1_exec.py TensorIO, numpy path; the
+"""The Python side of ws1-exec-v1's tensor files (python/ws1check/protocol.py TensorIO, numpy path; the
 torch path shares its layout code): every dtype, 0-d and empty tensors round-trip bit for bit,
 the file is valid safetensors (8-byte header length, space-padded JSON header, offsets that tile
 the body), and the tensors read back share one buffer instead of copying the file.
@@ -16,8 +16,8 @@ try:
 except ImportError:
     sys.exit(77)
 
-sys.path.insert(0, os.path.join(sys.argv.pop(1), "triton"))
-import ws1_exec  # noqa: E402
+sys.path.insert(0, os.path.join(sys.argv.pop(1), "python"))
+from ws1check import protocol as ws1_exec  # noqa: E402
 
 
 class TensorIOTest(unittest.TestCase):

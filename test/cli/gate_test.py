@@ -264,7 +264,7 @@ class GateSmoke(unittest.TestCase):
     def test_html_renders_in_headless_chromium(self):
         chromium = find_chromium()
         if chromium is None:
-            self.skipTest("chromium is not installed (tools/setup.sh installs it)")
+            self.skipTest("chromium is not installed (tools/setup.sh --tests installs it)")
         with tempfile.TemporaryDirectory() as profile:
             p = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
                                 "--disable-dev-shm-usage", "--no-first-run", f"--user-data-dir={profile}",

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`meson install` lays ws1check out as a tool: bin/ws1check and share/ws1check/ (contracts,
-schemas, workload manifests with their locks, the Triton worker), and the installed binary reads
+schemas, workload manifests with their locks, the Triton worker, the Python package), and the installed binary reads
 the installed files from any directory — the evidence names them — with no source tree needed.
 
 Usage: install_test.py MESON BUILD_ROOT SOURCE_ROOT   (stdlib only)"""
@@ -27,7 +27,8 @@ class Install(unittest.TestCase):
             share = os.path.join(os.path.dirname(os.path.dirname(exe)), "share", "ws1check")
             for rel in ("contracts/ws1-c1-v2.json", "contracts/evidence.schema.json",
                         "fixtures/ws1-qwen3-8b-dense.json", "fixtures/ws1-qwen3-8b-dense.lock.json",
-                        "fixtures/ws1-smoke.json", "fixtures/ws1-smoke.lock.json", "triton/ws1_worker.py"):
+                        "fixtures/ws1-smoke.json", "fixtures/ws1-smoke.lock.json", "triton/ws1_worker.py",
+                        "python/ws1check/__init__.py", "python/ws1check/protocol.py"):
                 self.assertTrue(os.path.isfile(os.path.join(share, rel)), rel)
             self.assertFalse(any("__pycache__" in r for r, _, _ in os.walk(share)))
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ws1-exec-v1 workers with an input cache (triton/ws1_exec.py serve, numpy silu of the minimal
+"""ws1-exec-v1 workers with an input cache (python/ws1check/protocol.py serve, numpy silu of the minimal
 example), faithful and planted (test/backend/exec_cli_test.py):
   faithful   keeps inputs by content key                      -> green, inputs named by key
   by_name    keeps the first tensor stored under each *name*,
@@ -11,9 +11,9 @@ import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "..", "docs", "examples"))
-sys.path.insert(0, os.path.join(here, "..", "..", "..", "triton"))
+sys.path.insert(0, os.path.join(here, "..", "..", "..", "python"))
 import exec_worker_silu as example  # noqa: E402
-import ws1_exec  # noqa: E402
+from ws1check import protocol as ws1_exec  # noqa: E402
 
 
 class ByName(ws1_exec.InputCache):
