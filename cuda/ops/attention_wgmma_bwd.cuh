@@ -444,6 +444,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // ---- Host ------------------------------------------------------------------------------------------
 
+enum class BwdRun { kAll, kStatsGiven, kDqOnly, kDkDvOnly };
+
 // Device memory the backward needs beside its inputs and outputs: lse2 and dsum per query row.
 inline std::size_t bwd_workspace_bytes(int b, int hq, int sq) {
   return 2 * static_cast<std::size_t>(b) * hq * sq * sizeof(float);
@@ -452,18 +454,19 @@ inline std::size_t bwd_workspace_bytes(int b, int hq, int sq) {
 // The backward: q, dout [B, Hq, Sq, 128]; k, v [B, Hkv, Skv, 128] (with a key mask, each (b, kv
 // head)'s valid keys packed in order, as the forward takes them; kidx maps a rank back to its
 // key for dk and dv); dq like q; dk, dv like k, zero-filled by the caller; vis, kidx, nvalid, q0
-// as attention_prep_kernel makes them; workspace: bwd_workspace_bytes. stats_given: the workspace
-// already holds lse2 and dsum (a probe's hook), the dq kernel makes one pass.
+// as attention_prep_kernel makes them; workspace: bwd_workspace_bytes. run: kAll, or a probe's
+// hooks: the workspace already holds lse2 and dsum, and the dq kernel makes one pass (kStatsGiven),
+// or only one of the two kernels runs (kDqOnly, kDkDvOnly; the statistics given).
 inline Status launch_attention_bwd(const bf16* q, const bf16* k, const bf16* v, const bf16* dout, bf16* dq, bf16* dk,
                                    bf16* dv, const int* vis, const int* kidx, const int* nvalid, const int* q0, int b,
                                    int hq, int hkv, int sq, int skv, float scale, void* workspace,
-                                   bool stats_given = false, cudaStream_t stream = nullptr) {
+                                   BwdRun run = BwdRun::kAll, cudaStream_t stream = nullptr) {
   if (b * hq * sq == 0) return {};
   auto* lse2 = static_cast<float*>(workspace);
   float* dsum = lse2 + static_cast<std::int64_t>(b) * hq * sq;
   Status st;
   const int group = hq / hkv;
-  const BwdArgs a{.lse2 = lse2, .dsum = dsum, .stats_given = stats_given, .vis = vis, .kidx = kidx, .nvalid = nvalid, .q0 = q0,
+  const BwdArgs a{.lse2 = lse2, .dsum = dsum, .stats_given = run != BwdRun::kAll, .vis = vis, .kidx = kidx, .nvalid = nvalid, .q0 = q0,
                   .dq = dq, .dk = dk, .dv = dv, .b = b, .hkv = hkv, .sq = sq, .skv = skv, .group = group,
                   .scale = scale, .scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634),
                   .tiles_per_kv = (group * sq + kBM - 1) / kBM};
@@ -474,12 +477,15 @@ inline Status launch_attention_bwd(const bf16* q, const bf16* k, const bf16* v, 
   if (!(st = detgemm::make_map(mdo, dout, kD, heads_q * sq, kD, 64, kBM))) return st;
   if (!(st = make_map_3d(mk, k, kD, skv, heads_kv, kBN))) return st;
   if (!(st = make_map_3d(mv, v, kD, skv, heads_kv, kBN))) return st;
-  cudaError_t e = cudaFuncSetAttribute(attention_dq_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       DqLayout::kBytes);
-  if (e != cudaSuccess) return {e, "cudaFuncSetAttribute(attention_dq_wgmma_kernel)"};
-  attention_dq_wgmma_kernel<<<static_cast<unsigned>(heads_kv * a.tiles_per_kv), kThreads, DqLayout::kBytes,
-                              stream>>>(mq, mdo, mk, mv, a);
-  if ((e = cudaGetLastError()) != cudaSuccess) return {e, "attention_dq_wgmma_kernel launch"};
+  cudaError_t e = cudaSuccess;
+  if (run != BwdRun::kDkDvOnly) {
+    e = cudaFuncSetAttribute(attention_dq_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DqLayout::kBytes);
+    if (e != cudaSuccess) return {e, "cudaFuncSetAttribute(attention_dq_wgmma_kernel)"};
+    attention_dq_wgmma_kernel<<<static_cast<unsigned>(heads_kv * a.tiles_per_kv), kThreads, DqLayout::kBytes,
+                                stream>>>(mq, mdo, mk, mv, a);
+    if ((e = cudaGetLastError()) != cudaSuccess) return {e, "attention_dq_wgmma_kernel launch"};
+  }
+  if (run == BwdRun::kDqOnly) return {};
   // dk, dv: Q and dO per head ([B * Hq][Sq][D], rows past Sq read as zeros) in 64-row boxes.
   if (!(st = make_map_3d(mq, q, kD, sq, heads_q, kQt))) return st;
   if (!(st = make_map_3d(mdo, dout, kD, sq, heads_q, kQt))) return st;

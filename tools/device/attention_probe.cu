@@ -323,7 +323,8 @@ struct Bwd {
     CK(cudaMemcpy(q0, z.data(), sh.b * 4, cudaMemcpyHostToDevice));
     CK(cudaMalloc(&stats, attn::bwd_workspace_bytes(sh.b, sh.hq, sh.sq)));
   }
-  // mode: 0 the default (the dq kernel's statistics pass), 2 the statistics given (in `stats`).
+  // mode: 0 the default (the dq kernel's statistics pass), 2 the statistics given (in `stats`),
+  // 4 dq alone, 5 dk/dv alone (the statistics given).
   void run(int mode = 0) {
     const Shape& s = P.s;
     CK(cudaMemset(dq, 0xff, P.nq * 2));
@@ -331,7 +332,11 @@ struct Bwd {
     CK(cudaMemset(dv, 0, P.nkv * 2));
     const float sc = 1.0f / sqrtf(128.0f);
     CS(attn::launch_attention_bwd(P.q, P.k, P.v, dout, dq, dk, dv, P.vis, kidx, nvalid, q0, s.b, s.hq, s.hkv, s.sq,
-                                  s.skv, sc, stats, mode == 2));
+                                  s.skv, sc, stats,
+                                  mode == 0   ? attn::BwdRun::kAll
+                                  : mode == 4 ? attn::BwdRun::kDqOnly
+                                  : mode == 5 ? attn::BwdRun::kDkDvOnly
+                                              : attn::BwdRun::kStatsGiven));
     CK(cudaGetLastError());
   }
   std::vector<unsigned short> get(const bf16* x, size_t n) {
@@ -450,7 +455,8 @@ void bwd_time(Shape sh, int repeats) {
     std::sort(ts.begin(), ts.end());
     return ts[ts.size() / 2];
   };
-  const float full = median(0), given = median(2);
+  const float full = median(0), given = median(2), dq_only = median(4), dkdv_only = median(5);
+  B.run();
   const auto first = B.all();
   int differ = 0;
   for (int r = 0; r < repeats; ++r) {
@@ -461,8 +467,9 @@ void bwd_time(Shape sh, int repeats) {
   for (int i = 0; i < sh.sq; ++i) pairs += std::min(std::max(i + sh.skv - sh.sq + 1, 0), sh.skv);
   const double flops = 10.0 * 128 * pairs * sh.hq * sh.b;  // 5 products of the usual count (recompute excluded)
   printf("BWD TIME B%d Hq%d Hkv%d Sq%d Skv%d: median %.4f ms (with memsets and the statistics pass), %.1f TFLOP/s "
-         "(5 products); statistics given %.4f ms; %d repeats, %d differ from the first %s\n", sh.b, sh.hq, sh.hkv,
-         sh.sq, sh.skv, full, flops / full / 1e9, given, repeats, differ, differ ? "FAIL" : "OK");
+         "(5 products); statistics given %.4f ms (dq alone %.4f, dk/dv alone %.4f); %d repeats, %d differ from the "
+         "first %s\n", sh.b, sh.hq, sh.hkv, sh.sq, sh.skv, full, flops / full / 1e9, given, dq_only, dkdv_only, repeats,
+         differ, differ ? "FAIL" : "OK");
   B.free_all();
   CK(cudaEventDestroy(a)); CK(cudaEventDestroy(b));
 }
