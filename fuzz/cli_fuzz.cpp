@@ -26,9 +26,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
 
-  CLI::App app;
-  ws1cli::GlobalOptions global;
-  const std::vector<ws1cli::Command> commands = ws1cli::build_cli(app, global);
+  // One app for the process, its parse state cleared before each input (CLI11's App::clear, made
+  // for parsing again): building the app is most of an input's time, and the parse under test
+  // does not read the option variables a previous parse left set.
+  static CLI::App app;
+  static ws1cli::GlobalOptions global;
+  static const std::vector<ws1cli::Command> commands = ws1cli::build_cli(app, global);
+  app.clear();
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
   } catch (const CLI::ParseError&) {
