@@ -3,7 +3,8 @@
 #   bash tools/setup.sh [--tests] [TARGET...]
 # Installs the Debian packages the build needs (apt-get, as root or through sudo; its output goes
 # to build-setup.log, shown only when it fails) — with --tests also those the test suite uses —
-# configures Meson (CUDA is built when nvcc is found, at /usr/local/cuda on our machines) and
+# configures Meson (CUDA is built when nvcc is found, at /usr/local/cuda on our machines, unless
+# no GPU answers and --tests is not given) and
 # compiles the targets named as arguments — by default only the CLI, build/cli/ws1check
 # (`meson test` builds the tests it runs itself).
 set -euo pipefail
@@ -40,7 +41,16 @@ fi
 
 [ -d /usr/local/cuda/bin ] && export PATH="$PATH:/usr/local/cuda/bin"
 if [ ! -f build/build.ninja ]; then
-  meson setup build >&2
+  # The CUDA backends are built where nvcc is found and either a GPU answers or the tests are
+  # wanted (CI compiles the CUDA code without a GPU); the main job on a machine without a GPU
+  # runs cpu_bf16 and does not wait for kernels it cannot run.
+  cuda=auto
+  if [ $tests -eq 0 ] && command -v nvcc >/dev/null && ! nvidia-smi -L >/dev/null 2>&1; then
+    cuda=disabled
+    echo "setup: no GPU found (nvidia-smi): building without the CUDA backends" \
+         "(tools/setup.sh --tests, or meson configure build -Dcuda=enabled, builds them)" >&2
+  fi
+  meson setup build -Dcuda=$cuda >&2
 fi
 start=$SECONDS
 if grep -q "WS1_HAVE_CUDA 1" build/ws1_build_config.h 2>/dev/null; then
