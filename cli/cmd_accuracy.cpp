@@ -196,7 +196,7 @@ Command register_accuracy(CLI::App& app) {
                   "and ref.<name> FP32 reference outputs or gradients, ws1.* metadata; replay "
                   "one with --inputs");
   sub->add_option("--reference", o->reference,
-                  "where the FP32 references are computed: cpu (each op's lib/ops reference) | cuda_fp32 (every op "
+                  "where the FP32 references are computed: cpu (each op's lib/ref reference) | cuda_fp32 (every op "
                   "on the GPU: FP32 kernels, GEMMs through cuBLAS FP32 with pedantic math)")
       ->default_str("cpu");
   add_run_options(sub, o->backend, o->contract, o->workload, o->out, o->json, o->threads);

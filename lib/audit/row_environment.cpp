@@ -2,6 +2,8 @@
 // mode read back, shipped SASS), tolerance literals in test/, and the evidence's commit.
 #include <fmt/format.h>
 
+#include <memory>
+
 #include "audit_support.hpp"
 #include "json_node.hpp"
 
@@ -171,7 +173,8 @@ Result<AuditRow> audit_evidence_currency(const std::optional<fs::path>& evidence
 Result<std::vector<AuditRow>> audit_build(const BuildAuditInputs& in) {
   std::vector<AuditRow> rows;
   std::span<const Op* const> ops = in.ops.empty() ? all_ops() : in.ops;
-  auto gold = audit_gold_provenance(*in.tiny, in.tiny_catalogue, ops);
+  const std::unique_ptr<ReferenceEngine> reference = make_cpu_reference();
+  auto gold = audit_gold_provenance(*in.tiny, in.tiny_catalogue, ops, *reference);
   if (!gold) return gold.error();
   rows.push_back(std::move(gold).value());
   rows.push_back(audit_det_gemm(*in.probe, in.backends));

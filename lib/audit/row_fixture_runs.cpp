@@ -39,7 +39,7 @@ void check_tensors(const Result<Tensors>& got, const std::vector<TensorDecl>& de
 
 Result<AuditRow> audit_gold_provenance(const RunContext& run,
                                        std::span<const FixtureSpec> catalogue,
-                                       std::span<const Op* const> ops) {
+                                       std::span<const Op* const> ops, ReferenceEngine& reference) {
   AuditRow row = audit_detail::make_row(kRowGoldProvenance);
   const Contract& contract = *run.contract;
   std::vector<std::string> problems, not_run;
@@ -74,10 +74,14 @@ Result<AuditRow> audit_gold_provenance(const RunContext& run,
     };
     const std::vector<TensorDecl> outputs = op->outputs();
     const std::vector<TensorDecl> gradients = op->gradients();
-    check_tensors(op->reference_forward(inputs->tensors, run.op_context), outputs,
+    const auto tensors_of = [](Result<ReferenceResult> r) -> Result<Tensors> {
+      if (!r) return r.error();
+      return std::move(r->tensors);
+    };
+    check_tensors(tensors_of(reference.forward(*op, inputs->tensors, run.op_context)), outputs,
                   fmt::format("{} reference forward", op->name()), op_problems, seen, tensors, check);
     if (!gradients.empty())
-      check_tensors(op->reference_backward(inputs->tensors, run.op_context), gradients,
+      check_tensors(tensors_of(reference.backward(*op, inputs->tensors, run.op_context)), gradients,
                     fmt::format("{} reference backward", op->name()), op_problems, seen, tensors,
                     check);
     ++ops_run;

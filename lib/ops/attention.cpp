@@ -20,11 +20,7 @@
 // and dk/dv of every key of that kv head in that batch); the candidate gives o = 0 and no
 // gradient contribution (the runner does not feed such rows to accuracy).
 //
-// Reference (spec §3.1): upcast inputs, the definition above with the whole row's scores,
-// softmax e_j / sum_j e_j (sum in key order), P @ V in key order; FP32 outputs. Backward:
-// dP_ij = dO_i . v_j, Dsum_i = sum_j P_ij dP_ij, dS_ij = P_ij (dP_ij - Dsum_i);
-// dq_i = scale * sum_j dS_ij k_j, dk_j = scale * sum_{h in group, i} dS_ij q_i,
-// dv_j = sum_{h in group, i} P_ij dO_i (the 4 query heads of a kv head, then queries, in order).
+// The FP32 reference (spec §3.1) is lib/ref/attention.cpp.
 //
 // cpu_bf16 candidate (a flash-attention forward, one query row at a time):
 // - The keys of a (batch, kv head) are its VALID keys in index order (what a varlen kernel sees
@@ -257,8 +253,8 @@ float dot(const float* a, const float* b, std::int64_t d) {
   return acc;
 }
 
-// Builds one KeyTiles per (b, kv head): all keys (reference) or the valid ones (candidate).
-std::vector<KeyTiles> key_tiles(const Inputs& x, bool valid_only, bool with_v, unsigned threads) {
+// Builds one KeyTiles per (b, kv head) over its valid keys.
+std::vector<KeyTiles> key_tiles(const Inputs& x, bool with_v, unsigned threads) {
   const Dims& n = x.n;
   std::vector<KeyTiles> out(static_cast<std::size_t>(n.b * n.hkv));
   parallel_for(n.b * n.hkv, threads, [&](std::int64_t lo, std::int64_t hi) {
@@ -266,120 +262,12 @@ std::vector<KeyTiles> key_tiles(const Inputs& x, bool valid_only, bool with_v, u
       const std::int64_t b = bh / n.hkv;
       std::vector<std::int64_t> index;
       for (std::int64_t j = 0; j < n.skv; ++j)
-        if (!valid_only || x.valid[static_cast<std::size_t>(b * n.skv + j)] != 0) index.push_back(j);
+        if (x.valid[static_cast<std::size_t>(b * n.skv + j)] != 0) index.push_back(j);
       const std::size_t base = static_cast<std::size_t>(bh * n.skv * n.d);
       out[static_cast<std::size_t>(bh)] = make_tiles(std::move(index), x.k.data() + base, x.v.data() + base, n.d, with_v);
     }
   });
   return out;
-}
-
-// ---- reference --------------------------------------------------------------------------------
-
-// Keys [0, limit) pass the causal test for query i; visible = those with valid[b, j].
-std::int64_t causal_limit(const Dims& n, std::int64_t i) {
-  return std::clamp<std::int64_t>(i + n.offset() + 1, 0, n.skv);
-}
-
-// The reference probabilities of query row i over keys [0, causal_limit) (0 where the key is
-// masked out). False when the row has no visible key (p is then meaningless).
-bool reference_probs(const Inputs& x, const KeyTiles& keys, std::int64_t b, const float* q,
-                     std::int64_t i, float* p) {
-  const Dims& n = x.n;
-  const std::int64_t limit = causal_limit(n, i);
-  const std::uint8_t* valid = x.valid.data() + b * n.skv;
-  float s[kTile];
-  for (std::int64_t t = 0; t * kTile < limit; ++t) {
-    dot_lanes(q, keys.kT.data() + t * n.d * kTile, n.d, s);
-    for (std::int64_t l = 0; l < kTile && t * kTile + l < limit; ++l) p[t * kTile + l] = s[l] * x.scale;
-  }
-  float m = -kInf;
-  bool any = false;
-  for (std::int64_t j = 0; j < limit; ++j) {
-    if (valid[j] == 0) continue;
-    m = any ? std::max(m, p[j]) : p[j];
-    any = true;
-  }
-  if (!any) return false;
-  float sum = 0.0f;
-  for (std::int64_t j = 0; j < limit; ++j) {
-    p[j] = valid[j] != 0 ? std::exp(p[j] - m) : 0.0f;
-    sum += p[j];
-  }
-  for (std::int64_t j = 0; j < limit; ++j) p[j] /= sum;
-  return true;
-}
-
-// o rows of one task (b, h, block of query rows).
-void reference_forward_rows(const Inputs& x, const std::vector<KeyTiles>& tiles, std::int64_t task,
-                            float* o) {
-  const Dims& n = x.n;
-  const std::int64_t blocks = (n.sq + kQueryBlock - 1) / kQueryBlock;
-  const std::int64_t bh = task / blocks, b = bh / n.hq, h = bh % n.hq;
-  const std::int64_t kvh = b * n.hkv + h / n.group();
-  const KeyTiles& keys = tiles[static_cast<std::size_t>(kvh)];
-  const float* v = x.v.data() + kvh * n.skv * n.d;
-  std::vector<float> p(static_cast<std::size_t>(n.skv));
-  const std::int64_t i_end = std::min(n.sq, (task % blocks + 1) * kQueryBlock);
-  for (std::int64_t i = (task % blocks) * kQueryBlock; i < i_end; ++i) {
-    const std::int64_t row = bh * n.sq + i;
-    float* out = o + row * n.d;
-    std::fill(out, out + n.d, 0.0f);
-    if (!reference_probs(x, keys, b, x.q.data() + row * n.d, i, p.data()))
-      std::fill(out, out + n.d, std::numeric_limits<float>::quiet_NaN());
-    else
-      combine_rows(p.data(), causal_limit(n, i), v, keys.index.data(), n.d, out);
-  }
-}
-
-// One (b, kv head): dq of its query heads' rows, dk and dv of its keys (heads of the group,
-// then queries, in order).
-void reference_backward_head(const Inputs& x, const std::vector<KeyTiles>& tiles, std::int64_t kvh,
-                             float* dq, float* dk, float* dv) {
-  const Dims& n = x.n;
-  const std::int64_t b = kvh / n.hkv, kv = kvh % n.hkv;
-  const KeyTiles& keys = tiles[static_cast<std::size_t>(kvh)];
-  const float* k = x.k.data() + kvh * n.skv * n.d;
-  float* dkh = dk + kvh * n.skv * n.d;
-  float* dvh = dv + kvh * n.skv * n.d;
-  std::vector<float> p(static_cast<std::size_t>(n.skv)), ds(static_cast<std::size_t>(n.skv));
-  bool poisoned = false;  // a query row without a visible key: NaN everywhere, as PyTorch
-  for (std::int64_t g = 0; g < n.group(); ++g) {
-    const std::int64_t bh = b * n.hq + kv * n.group() + g;
-    for (std::int64_t i = 0; i < n.sq; ++i) {
-      const std::int64_t row = bh * n.sq + i;
-      const float* q = x.q.data() + row * n.d;
-      const float* dy = x.dy.data() + row * n.d;
-      float* dqr = dq + row * n.d;
-      if (!reference_probs(x, keys, b, q, i, p.data())) {
-        std::fill(dqr, dqr + n.d, std::numeric_limits<float>::quiet_NaN());
-        poisoned = poisoned || n.skv > 0;
-        continue;
-      }
-      const std::int64_t limit = causal_limit(n, i);
-      float lanes[kTile];
-      for (std::int64_t t = 0; t * kTile < limit; ++t) {  // dP_ij = dO_i . v_j
-        dot_lanes(dy, keys.vT.data() + t * n.d * kTile, n.d, lanes);
-        for (std::int64_t l = 0; l < kTile && t * kTile + l < limit; ++l) ds[static_cast<std::size_t>(t * kTile + l)] = lanes[l];
-      }
-      float dsum = 0.0f;
-      for (std::int64_t j = 0; j < limit; ++j) dsum += p[static_cast<std::size_t>(j)] * ds[static_cast<std::size_t>(j)];
-      for (std::int64_t j = 0; j < limit; ++j) {
-        const auto u = static_cast<std::size_t>(j);
-        ds[u] = p[u] * (ds[u] - dsum);
-      }
-      std::fill(dqr, dqr + n.d, 0.0f);
-      combine_rows(ds.data(), limit, k, keys.index.data(), n.d, dqr);
-      for (std::int64_t e = 0; e < n.d; ++e) dqr[e] *= x.scale;
-      scatter_rows(ds.data(), limit, q, n.d, dkh);
-      scatter_rows(p.data(), limit, dy, n.d, dvh);
-    }
-  }
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (std::int64_t e = 0; e < n.skv * n.d; ++e) {
-    dkh[e] = poisoned ? nan : dkh[e] * x.scale;
-    dvh[e] = poisoned ? nan : dvh[e];
-  }
 }
 
 // ---- candidate --------------------------------------------------------------------------------
@@ -459,7 +347,7 @@ void candidate_forward_rows(const Inputs& x, CandidateState& st, std::int64_t ta
 CandidateState candidate_forward_all(const Inputs& x, bool backward, unsigned threads) {
   const Dims& n = x.n;
   CandidateState st;
-  st.tiles = key_tiles(x, /*valid_only=*/true, /*with_v=*/backward, threads);
+  st.tiles = key_tiles(x, /*with_v=*/backward, threads);
   st.visible = visible_counts(x, st.tiles);
   st.o.assign(static_cast<std::size_t>(n.b * n.hq * n.sq * n.d), 0.0f);
   st.lse.assign(static_cast<std::size_t>(n.b * n.hq * n.sq), 0.0f);
@@ -550,56 +438,31 @@ void candidate_dkdv_tile(const Inputs& x, const CandidateState& st, std::int64_t
 
 // ---- entry points -----------------------------------------------------------------------------
 
-enum class Path { kReference, kCandidate };
-
-Tensor output(Path path, const Shape& shape, std::vector<float> values) {
-  if (path == Path::kReference) return f32_tensor(shape, std::move(values));
-  return bf16_tensor(shape, values);
-}
-
-Result<Tensors> forward(const Tensors& in, const OpContext& ctx, Path path) {
+Result<Tensors> forward(const Tensors& in, const OpContext& ctx) {
   return guarded(kOp, [&] {
     const Inputs x = read_inputs(in, /*backward=*/false);
-    const Dims& n = x.n;
-    if (path == Path::kCandidate) {
-      CandidateState st = candidate_forward_all(x, /*backward=*/false, ctx.threads);
-      return Tensors{{"o", output(path, x.q_shape, std::move(st.o))}};
-    }
-    const std::vector<KeyTiles> tiles = key_tiles(x, /*valid_only=*/false, /*with_v=*/false, ctx.threads);
-    std::vector<float> o(x.q.size());
-    const std::int64_t blocks = (n.sq + kQueryBlock - 1) / kQueryBlock;
-    parallel_for(n.b * n.hq * blocks, ctx.threads, [&](std::int64_t lo, std::int64_t hi) {
-      for (std::int64_t task = lo; task < hi; ++task) reference_forward_rows(x, tiles, task, o.data());
-    });
-    return Tensors{{"o", output(path, x.q_shape, std::move(o))}};
+    const CandidateState st = candidate_forward_all(x, /*backward=*/false, ctx.threads);
+    return Tensors{{"o", bf16_tensor(x.q_shape, st.o)}};
   });
 }
 
-Result<Tensors> backward(const Tensors& in, const OpContext& ctx, Path path) {
+Result<Tensors> backward(const Tensors& in, const OpContext& ctx) {
   return guarded(kOp, [&] {
     const Inputs x = read_inputs(in, /*backward=*/true);
     const Dims& n = x.n;
     std::vector<float> dq(x.q.size(), 0.0f), dk(x.k.size(), 0.0f), dv(x.v.size(), 0.0f);
-    if (path == Path::kReference) {
-      const std::vector<KeyTiles> tiles = key_tiles(x, /*valid_only=*/false, /*with_v=*/true, ctx.threads);
-      parallel_for(n.b * n.hkv, ctx.threads, [&](std::int64_t lo, std::int64_t hi) {
-        for (std::int64_t kvh = lo; kvh < hi; ++kvh)
-          reference_backward_head(x, tiles, kvh, dq.data(), dk.data(), dv.data());
-      });
-    } else {
-      const CandidateState st = candidate_forward_all(x, /*backward=*/true, ctx.threads);
-      const std::int64_t blocks = (n.sq + kQueryBlock - 1) / kQueryBlock;
-      parallel_for(n.b * n.hq * blocks, ctx.threads, [&](std::int64_t lo, std::int64_t hi) {
-        for (std::int64_t task = lo; task < hi; ++task) candidate_dq_rows(x, st, task, dq.data());
-      });
-      const std::int64_t kv_tiles = (n.skv + kTile - 1) / kTile;
-      parallel_for(n.b * n.hkv * kv_tiles, ctx.threads, [&](std::int64_t lo, std::int64_t hi) {
-        for (std::int64_t task = lo; task < hi; ++task) candidate_dkdv_tile(x, st, task, dk.data(), dv.data());
-      });
-    }
-    return Tensors{{"dq", output(path, x.q_shape, std::move(dq))},
-                   {"dk", output(path, x.kv_shape, std::move(dk))},
-                   {"dv", output(path, x.kv_shape, std::move(dv))}};
+    const CandidateState st = candidate_forward_all(x, /*backward=*/true, ctx.threads);
+    const std::int64_t blocks = (n.sq + kQueryBlock - 1) / kQueryBlock;
+    parallel_for(n.b * n.hq * blocks, ctx.threads, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t task = lo; task < hi; ++task) candidate_dq_rows(x, st, task, dq.data());
+    });
+    const std::int64_t kv_tiles = (n.skv + kTile - 1) / kTile;
+    parallel_for(n.b * n.hkv * kv_tiles, ctx.threads, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t task = lo; task < hi; ++task) candidate_dkdv_tile(x, st, task, dk.data(), dv.data());
+    });
+    return Tensors{{"dq", bf16_tensor(x.q_shape, dq)},
+                   {"dk", bf16_tensor(x.kv_shape, dk)},
+                   {"dv", bf16_tensor(x.kv_shape, dv)}};
   });
 }
 
@@ -633,17 +496,11 @@ class Attention final : public Op {
       return {};
     }
   }
-  Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const override {
-    return forward(in, ctx, Path::kReference);
-  }
-  Result<Tensors> reference_backward(const Tensors& in, const OpContext& ctx) const override {
-    return backward(in, ctx, Path::kReference);
-  }
   Result<Tensors> cpu_forward(const Tensors& in, const OpContext& ctx) const override {
-    return forward(in, ctx, Path::kCandidate);
+    return forward(in, ctx);
   }
   Result<Tensors> cpu_backward(const Tensors& in, const OpContext& ctx) const override {
-    return backward(in, ctx, Path::kCandidate);
+    return backward(in, ctx);
   }
 };
 

@@ -1,9 +1,6 @@
 // det_gemm (DESIGN §3.1 Option A, §6; spec §9.2, §9.3, §11.1 items 1-2; NOTES §c):
-//   c[M,N] = a[M,K] @ b[K,N]; inputs a, b bf16; gradient seed dy.c [M,N] bf16.
-//
-// Reference (spec §3.1, §11.1 item 2): FP32 GEMM of the upcast inputs, FP32 output. Order:
-// 32-wide fma chunks folded in FP32 (gemm_cpu.hpp). Backward: da = dy @ b^T, db = a^T @ dy, the
-// same FP32 GEMM, FP32 outputs.
+//   c[M,N] = a[M,K] @ b[K,N]; inputs a, b bf16; gradient seed dy.c [M,N] bf16. The FP32
+// reference (spec §3.1, §11.1 item 2) is lib/ref/det_gemm.cpp.
 //
 // Candidate (cpu_bf16), Option A: FP32 throughout, one rounding to bf16 at the output, with the
 // contract's declared K split (ctx.k_shards = t, ws1check_declarations.det_gemm_k_split):
@@ -15,8 +12,6 @@
 // Backward: da (over N) and db (over M) are single FP32 fma chains rounded once; no split (a
 // row-parallel GEMM's backward reduces nothing across ranks). db is a sum over the call's rows,
 // so it depends on M by definition; da's rows are independent.
-// The candidate's chain differs from the reference's 32-wide chunks on purpose: both are FP32,
-// and the candidate's bits are its own (no cross-backend equality is declared for det_gemm).
 #include "det_gemm.hpp"
 
 #include <algorithm>
@@ -59,12 +54,10 @@ gemm::Reduction chain(std::int64_t length) {
 
 gemm::Options options(const OpContext& ctx) { return {ctx.threads, true}; }
 
-Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx, bool reference) {
+Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx) {
   return guarded(op, [&] {
     const DetGemmInputs x = det_gemm_inputs(op, in, false);
     const gemm::ConstMatrix a = gemm::matrix(x.a), b = gemm::matrix(x.b);
-    if (reference)
-      return Tensors{{"c", gemm::gemm(a, b, DType::kF32, gemm::fp32_reference(), options(ctx))}};
     const std::int64_t t = det_gemm_shards(op, ctx);
     const std::int64_t M = a.rows, K = a.cols, N = b.cols;
     std::vector<float> total(static_cast<std::size_t>(M * N), 0.0f);
@@ -84,14 +77,12 @@ Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext&
   });
 }
 
-Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx, bool reference) {
+Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx) {
   return guarded(op, [&] {
     const DetGemmInputs x = det_gemm_inputs(op, in, true);
     const gemm::ConstMatrix a = gemm::matrix(x.a), b = gemm::matrix(x.b), g = gemm::matrix(*x.dy);
-    const DType out = reference ? DType::kF32 : DType::kBF16;
-    const auto red = [&](std::int64_t length) { return reference ? gemm::fp32_reference() : chain(length); };
-    Tensor da = gemm::gemm(g, gemm::transposed(b), out, red(b.cols), options(ctx));  // over N
-    Tensor db = gemm::gemm(gemm::transposed(a), g, out, red(a.rows), options(ctx));  // over M
+    Tensor da = gemm::gemm(g, gemm::transposed(b), DType::kBF16, chain(b.cols), options(ctx));  // over N
+    Tensor db = gemm::gemm(gemm::transposed(a), g, DType::kBF16, chain(a.rows), options(ctx));  // over M
     return Tensors{{"da", std::move(da)}, {"db", std::move(db)}};
   });
 }
@@ -114,17 +105,11 @@ class DetGemm final : public Op {
     if (!backward) return {{{m, n, k}}, 0.0};
     return {{{m, k, n}, {k, n, m}}, 0.0};  // da = dy · bᵀ, db = aᵀ · dy
   }
-  Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const override {
-    return forward(name(), in, ctx, true);
-  }
-  Result<Tensors> reference_backward(const Tensors& in, const OpContext& ctx) const override {
-    return backward(name(), in, ctx, true);
-  }
   Result<Tensors> cpu_forward(const Tensors& in, const OpContext& ctx) const override {
-    return forward(name(), in, ctx, false);
+    return forward(name(), in, ctx);
   }
   Result<Tensors> cpu_backward(const Tensors& in, const OpContext& ctx) const override {
-    return backward(name(), in, ctx, false);
+    return backward(name(), in, ctx);
   }
 };
 

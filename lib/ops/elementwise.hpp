@@ -1,13 +1,13 @@
-// Internal: the skeleton shared by the elementwise-class ops (spec §2.3: one output rounding).
-//   map_elements(): the pointwise map of silu and swiglu. Every output element is an FP32
-//     function of the input elements at the same index; the reference stores that FP32 value,
-//     the cpu_bf16 candidate its bf16 rounding (nearest even), so the candidate is the
-//     reference rounded once. No reduction: nothing depends on the row or thread count.
-//   PathOp: the Op of silu, swiglu, rope, embedding and pack, whose forward and backward are
-//     one function each taking the path (reference or candidate).
+// Internal: the skeleton shared by the elementwise-class candidates (spec §2.3: one output
+// rounding).
+//   map_elements(): the pointwise map of silu and swiglu. Every output element is the bf16
+//     rounding (nearest even) of an FP32 function of the input elements at the same index.
+//     No reduction: nothing depends on the row or thread count.
+//   ElementwiseOp: the Op of silu, swiglu, rope, embedding and pack.
 //   <op>_inputs(): each op's input validation, shared with its cuda_bf16 host function
 //     (cuda/ops/<op>.cu) so both refuse the same inputs with the same message. Defined in
 //     lib/ops/<op>.cpp. This header is also compiled by nvcc (no fmt, no spdlog).
+// The FP32 references are lib/ref's (ws1/ref.hpp), which share none of this.
 #pragma once
 
 #include <array>
@@ -29,8 +29,6 @@
 #endif
 
 namespace ws1::ops {
-
-enum class PointwisePath { kReference, kCandidate };
 
 // sigmoid(x) = 1 / (1 + exp(-x)) in FP32 (std::exp on float: expf). Large negative x gives
 // exp overflow to +inf and sigmoid 0, the FP32 limit.
@@ -105,37 +103,25 @@ struct PackInputs {
 };
 PackInputs pack_inputs(std::string_view op, const Tensors& in, bool backward);
 
-// A tensor of `shape` whose element i (row-major) is f(i): float32 for the reference, the
-// bf16 rounding of f(i) for the candidate. Elements are split over threads in contiguous
-// blocks (parallel_for); each is computed exactly once.
+// A bf16 tensor of `shape` whose element i (row-major) is the rounding of f(i). Elements are
+// split over threads in contiguous blocks (parallel_for); each is computed exactly once.
 template <class F>
-Tensor map_elements(const Shape& shape, PointwisePath path, unsigned threads, const F& f) {
-  const std::int64_t n = numel(shape);
-  if (path == PointwisePath::kReference) {
-    Tensor t(DType::kF32, shape);
-    float* out = t.data<float>();
-    parallel_for(n, threads, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) out[i] = f(i);
-    });
-    return t;
-  }
+Tensor map_elements(const Shape& shape, unsigned threads, const F& f) {
   Tensor t(DType::kBF16, shape);
   std::uint16_t* out = t.data<std::uint16_t>();
-  parallel_for(n, threads, [&](std::int64_t b, std::int64_t e) {
+  parallel_for(numel(shape), threads, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) out[i] = to_bf16(f(i)).bits;
   });
   return t;
 }
 
-// The Op of an elementwise-class file: its forward and backward are one function each, run on
-// the reference path or the candidate path (the four Op entry points differ only in that).
-class PathOp final : public Op {
+// The Op of an elementwise-class file: its candidate's forward and backward, one function each.
+class ElementwiseOp final : public Op {
  public:
-  using Fn = Result<Tensors> (*)(std::string_view op, const Tensors& in, const OpContext& ctx,
-                                 PointwisePath path);
+  using Fn = Result<Tensors> (*)(std::string_view op, const Tensors& in, const OpContext& ctx);
   using WorkFn = OpWork (*)(const Tensors& in, bool backward);
-  PathOp(std::string_view name, std::vector<TensorDecl> outputs, std::vector<TensorDecl> gradients,
-         Fn forward, Fn backward, WorkFn work = nullptr)
+  ElementwiseOp(std::string_view name, std::vector<TensorDecl> outputs, std::vector<TensorDecl> gradients,
+                Fn forward, Fn backward, WorkFn work = nullptr)
       : Op(*find_op(name)),
         outputs_(std::move(outputs)),
         gradients_(std::move(gradients)),
@@ -147,17 +133,11 @@ class PathOp final : public Op {
   }
   std::vector<TensorDecl> outputs() const override { return outputs_; }
   std::vector<TensorDecl> gradients() const override { return gradients_; }
-  Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const override {
-    return forward_(name(), in, ctx, PointwisePath::kReference);
-  }
-  Result<Tensors> reference_backward(const Tensors& in, const OpContext& ctx) const override {
-    return backward_(name(), in, ctx, PointwisePath::kReference);
-  }
   Result<Tensors> cpu_forward(const Tensors& in, const OpContext& ctx) const override {
-    return forward_(name(), in, ctx, PointwisePath::kCandidate);
+    return forward_(name(), in, ctx);
   }
   Result<Tensors> cpu_backward(const Tensors& in, const OpContext& ctx) const override {
-    return backward_(name(), in, ctx, PointwisePath::kCandidate);
+    return backward_(name(), in, ctx);
   }
 
  private:

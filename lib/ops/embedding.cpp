@@ -1,16 +1,16 @@
-// embedding (DESIGN §6, NOTES §c): y[..., :] = table[ids[...], :], a row gather.
+// embedding's cpu_bf16 candidate (DESIGN §6, NOTES §c): y[..., :] = table[ids[...], :], a row
+// gather; the FP32 reference is lib/ref/embedding.cpp.
 // Inputs ids (int64, any shape; fixture [T]) and table [V, H] bf16; output y [ids..., H].
 // Every id must lie in [0, V): anything else is an error naming the element, never a read
 // outside the table.
 //
-// Forward: the reference upcasts the gathered bf16 rows to FP32 (exact, so it equals
-// upcasting the table first); the cpu_bf16 candidate copies the bf16 bits. Both are exact.
+// Forward: the gathered rows' bf16 bits are copied (exact).
 //
 // Backward: dtable [V, H], zero in rows no id selects; row v is the sum of the dy rows of
 // the tokens with id v, in FP32, in a fixed order: tokens grouped by id, and within an id
 // added left to right in increasing token index, starting from +0. One thread owns one id's
-// row (no atomics), so the result does not depend on the thread count. The reference keeps
-// the FP32 sums; the candidate rounds each sum to bf16 once.
+// row (no atomics), so the result does not depend on the thread count. Each sum is rounded to
+// bf16 once.
 // Only the rows that ids select are read or written, so the cost is O(T x H) plus the
 // zero-filled [V, H] output (151936 x 4096 at Qwen3-8B widths).
 #include <fmt/format.h>
@@ -48,25 +48,13 @@ namespace {
 // The contiguous bf16 bits of a tensor (a handle copy when it is contiguous already).
 Tensor dense(const Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
 
-Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx,
-                        PointwisePath path) {
+Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx) {
   return guarded(op, [&] {
     const EmbeddingInputs g = embedding_inputs(op, in, false);
     const Tensor table = dense(*g.table);
     const auto* src = table.data<std::uint16_t>();
     const auto tokens = static_cast<std::int64_t>(g.ids.size());
     const std::int64_t h = g.hidden;
-    if (path == PointwisePath::kReference) {
-      Tensor y(DType::kF32, g.out_shape);
-      float* out = y.data<float>();
-      parallel_for(tokens, ctx.threads, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t t = b; t < e; ++t) {
-          const std::uint16_t* row = src + g.ids[static_cast<std::size_t>(t)] * h;
-          for (std::int64_t c = 0; c < h; ++c) out[t * h + c] = from_bf16(bf16{row[c]});
-        }
-      });
-      return Tensors{{"y", std::move(y)}};
-    }
     Tensor y(DType::kBF16, g.out_shape);
     auto* out = y.data<std::uint16_t>();
     parallel_for(tokens, ctx.threads, [&](std::int64_t b, std::int64_t e) {
@@ -77,8 +65,7 @@ Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext&
   });
 }
 
-Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx,
-                         PointwisePath path) {
+Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx) {
   return guarded(op, [&] {
     const EmbeddingInputs g = embedding_inputs(op, in, true);
     const std::vector<float> dy = to_f32(*g.dy);
@@ -98,9 +85,8 @@ Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext
     const auto groups = static_cast<std::int64_t>(starts.size()) - 1;
 
     const Shape shape = {g.vocab, h};
-    Tensor dtable(path == PointwisePath::kReference ? DType::kF32 : DType::kBF16, shape);
-    float* out_f32 = path == PointwisePath::kReference ? dtable.data<float>() : nullptr;
-    auto* out_bf16 = path == PointwisePath::kCandidate ? dtable.data<std::uint16_t>() : nullptr;
+    Tensor dtable(DType::kBF16, shape);
+    auto* out_bf16 = dtable.data<std::uint16_t>();
     parallel_for(groups, ctx.threads, [&](std::int64_t b, std::int64_t e) {
       std::vector<float> acc(static_cast<std::size_t>(h));
       for (std::int64_t grp = b; grp < e; ++grp) {
@@ -112,11 +98,7 @@ Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext
           const float* row = dy.data() + order[k] * h;
           for (std::int64_t c = 0; c < h; ++c) acc[static_cast<std::size_t>(c)] += row[c];
         }
-        if (out_f32 != nullptr)
-          std::copy(acc.begin(), acc.end(), out_f32 + id * h);
-        else
-          for (std::int64_t c = 0; c < h; ++c)
-            out_bf16[id * h + c] = to_bf16(acc[static_cast<std::size_t>(c)]).bits;
+        for (std::int64_t c = 0; c < h; ++c) out_bf16[id * h + c] = to_bf16(acc[static_cast<std::size_t>(c)]).bits;
       }
     });
     return Tensors{{"dtable", std::move(dtable)}};
@@ -139,8 +121,8 @@ OpWork work(const Tensors& in, bool backward) {
 }  // namespace
 
 const Op& embedding_op() {
-  static const PathOp op("embedding", {{"y", DType::kBF16}}, {{"dtable", DType::kBF16}}, forward,
-                         backward, work);
+  static const ElementwiseOp op("embedding", {{"y", DType::kBF16}}, {{"dtable", DType::kBF16}}, forward,
+                                backward, work);
   return op;
 }
 

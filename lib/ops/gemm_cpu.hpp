@@ -81,11 +81,6 @@ inline Reduction bf16_tree(std::int64_t leaf) {
 inline Reduction fp32_tree(std::int64_t leaf) {
   return {Reduction::Kind::kMidSplitTree, leaf, false, false};
 }
-// The order of the GEMM-shaped FP32 references (det_gemm, lm_head, linear_logp): the
-// mid-split tree of 32-wide fma leaves, in FP32. A gold's own error must stay far below every
-// threshold (DESIGN §4); a left fold's grows with the number of leaves (at lm_head's V = 151936,
-// 6e-3 against float64 on dhidden), the tree's with its depth (2e-4 there).
-inline Reduction fp32_reference() { return fp32_tree(kFp32Chunk); }
 
 struct Options {
   unsigned threads = 0;     // 0: hardware concurrency (results do not depend on it)

@@ -1,27 +1,24 @@
-// linear_logp (DESIGN §6, NOTES §c; optional 13th row): the selected log-softmax of
-// hidden @ weight^T without materialising the [T, V] logits.
+// linear_logp's cpu_bf16 candidate (DESIGN §6, NOTES §c; optional 13th row): the selected
+// log-softmax of hidden @ weight^T without materialising the [T, V] logits. The FP32
+// reference is lib/ref/linear_logp.cpp.
 //   inputs   hidden [..., H] bf16, weight [V, H] bf16 (lm_head layout), targets [...] int64
 //            (every target in [0, V), else an error)
 //   output   logp [...] float32 = logits[t, y] - logsumexp(logits[t]), logits = hidden @ W^T
-//            in FP32; FLOAT32 on both paths (spec §2.1)
-//   backward dy.logp [...] float32 -> dhidden [..., H] and dweight [V, H]: float32 (reference)
-//            or bf16 (candidate), from G = dy * (onehot(y) - softmax(logits)) in FP32:
+//            in FP32; FLOAT32 (spec §2.1)
+//   backward dy.logp [...] float32 -> dhidden [..., H] and dweight [V, H], bf16, from
+//            G = dy * (onehot(y) - softmax(logits)) in FP32:
 //            dhidden = G @ W (sum over V), dweight = G^T @ hidden (sum over the rows).
 // Orders (every output bit is fixed by the inputs; none depends on the number of rows, the
 // blocking or the thread count, except that dweight sums over the rows of the call by
 // definition):
-//   logits   each logit's sum over H: reference gemm_cpu's fp32_reference() (32-wide FP32 fma
-//            leaves in a mid-split tree; lm_head's reference logits), candidate fp32_chunked()
-//            (the chunks folded left to right; lm_head's candidate before its rounding);
-//   lse      reference: the whole row (global max, pairwise sum); candidate: the vocabulary in
-//            1024-wide chunks from index 0, per chunk max and in-order sum of exp(x - max),
-//            merged left to right (logsumexp.hpp) — the logits of a chunk are computed, reduced
-//            and dropped; the candidate is logp's candidate applied to the FP32 logits;
-//   dweight  per vocabulary row, the sum over the rows (reference fp32_reference(), candidate
-//            fp32_chunked());
-//   dhidden  reference: one fp32_reference() sum over all of V; candidate: per 1024-wide vocabulary
-//            chunk an fp32_chunked sum over the chunk, the chunk partials added left to right
-//            in FP32 from 0.0f.
+//   logits   each logit's sum over H: gemm_cpu's fp32_chunked() (32-wide FP32 fma chunks folded
+//            left to right; lm_head's candidate before its rounding);
+//   lse      the vocabulary in 1024-wide chunks from index 0, per chunk max and in-order sum of
+//            exp(x - max), merged left to right (logsumexp.hpp) — the logits of a chunk are
+//            computed, reduced and dropped; this is logp's candidate applied to the FP32 logits;
+//   dweight  per vocabulary row, the sum over the rows (fp32_chunked());
+//   dhidden  per 1024-wide vocabulary chunk an fp32_chunked sum over the chunk, the chunk
+//            partials added left to right in FP32 from 0.0f.
 // The candidate's backward recomputes each chunk's logits (one pass for the row lse, one for
 // the gradients): it holds O(T * chunk) logits at a time, never [T, V].
 #include <fmt/format.h>
@@ -114,24 +111,6 @@ RowStats candidate_stats(const Problem& p, const Tensor& weight, const OpContext
   return s;
 }
 
-// The reference's FP32 logits [rows, V] and row lse.
-struct FullLogits {
-  std::vector<float> logits, lse;
-};
-
-FullLogits reference_logits(const Problem& p, const Tensor& weight, const OpContext& ctx) {
-  FullLogits f;
-  f.logits.resize(static_cast<std::size_t>(p.rows * p.vocab));
-  f.lse.resize(static_cast<std::size_t>(p.rows));
-  logits_block(p, weight, 0, p.vocab, f.logits.data(), gemm::fp32_reference(), ctx);
-  parallel_for(p.rows, ctx.threads, [&](std::int64_t b, std::int64_t e) {
-    std::vector<float> scratch(static_cast<std::size_t>(p.vocab));
-    for (std::int64_t r = b; r < e; ++r)
-      f.lse[static_cast<std::size_t>(r)] = lse_reference(f.logits.data() + r * p.vocab, p.vocab, scratch.data());
-  });
-  return f;
-}
-
 // G = dy * (onehot(y) - exp(logit - lse)) in place over logits [rows, n] of vocabulary [v0, v0+n).
 void to_gradient(const Problem& p, const std::vector<float>& dy, const std::vector<float>& lse,
                  std::int64_t v0, std::int64_t n, float* logits, const OpContext& ctx) {
@@ -146,26 +125,22 @@ void to_gradient(const Problem& p, const std::vector<float>& dy, const std::vect
   });
 }
 
-Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx, LogpPath path) {
+Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx) {
   return guarded(op, [&] {
     const Problem p = check_linear_logp_inputs(op, in, false);
     const Tensor& weight = *p.weight;
     std::vector<float> out(static_cast<std::size_t>(p.rows));
     if (p.rows == 0) {
       // nothing to compute
-    } else if (path == LogpPath::kCandidate) {
+    } else {
       const RowStats s = candidate_stats(p, weight, ctx);
       for (std::size_t r = 0; r < out.size(); ++r) out[r] = s.target_logit[r] - s.lse[r];
-    } else {
-      const FullLogits f = reference_logits(p, weight, ctx);
-      for (std::size_t r = 0; r < out.size(); ++r)
-        out[r] = f.logits[r * static_cast<std::size_t>(p.vocab) + static_cast<std::size_t>(p.targets[r])] - f.lse[r];
     }
     return Tensors{{"logp", f32_tensor(p.lead, std::move(out))}};
   });
 }
 
-Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx, LogpPath path) {
+Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx) {
   return guarded(op, [&] {
     const Problem p = check_linear_logp_inputs(op, in, true);
     const Tensor& weight = *p.weight;
@@ -173,18 +148,8 @@ Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext
     Shape dh_shape = p.lead;
     dh_shape.push_back(p.width);
     const gemm::ConstMatrix hm = gemm::matrix(p.hidden), wm = gemm::matrix(weight);
-    const DType out_dtype = path == LogpPath::kReference ? DType::kF32 : DType::kBF16;
     if (p.rows == 0)
-      return Tensors{{"dhidden", Tensor(out_dtype, dh_shape)}, {"dweight", Tensor(out_dtype, weight.shape())}};
-
-    if (path == LogpPath::kReference) {
-      FullLogits f = reference_logits(p, weight, ctx);
-      to_gradient(p, dy, f.lse, 0, p.vocab, f.logits.data(), ctx);
-      const gemm::ConstMatrix g = gemm::matrix(f.logits.data(), p.rows, p.vocab);
-      Tensor dh = gemm::gemm(g, wm, DType::kF32, gemm::fp32_reference(), options(ctx));
-      Tensor dw = gemm::gemm(gemm::transposed(g), hm, DType::kF32, gemm::fp32_reference(), options(ctx));
-      return Tensors{{"dhidden", dh.view(dh_shape)}, {"dweight", std::move(dw)}};
-    }
+      return Tensors{{"dhidden", Tensor(DType::kBF16, dh_shape)}, {"dweight", Tensor(DType::kBF16, weight.shape())}};
 
     const RowStats s = candidate_stats(p, weight, ctx);
     Tensor dw(DType::kBF16, weight.shape());
@@ -230,17 +195,11 @@ class LinearLogp final : public Op {
   std::vector<TensorDecl> gradients() const override {
     return {{"dhidden", DType::kBF16}, {"dweight", DType::kBF16}};
   }
-  Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const override {
-    return forward(name(), in, ctx, LogpPath::kReference);
-  }
-  Result<Tensors> reference_backward(const Tensors& in, const OpContext& ctx) const override {
-    return backward(name(), in, ctx, LogpPath::kReference);
-  }
   Result<Tensors> cpu_forward(const Tensors& in, const OpContext& ctx) const override {
-    return forward(name(), in, ctx, LogpPath::kCandidate);
+    return forward(name(), in, ctx);
   }
   Result<Tensors> cpu_backward(const Tensors& in, const OpContext& ctx) const override {
-    return backward(name(), in, ctx, LogpPath::kCandidate);
+    return backward(name(), in, ctx);
   }
 };
 

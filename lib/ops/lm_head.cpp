@@ -1,19 +1,16 @@
-// lm_head (DESIGN §6; NOTES §c): logits[T,V] = hidden[T,H] @ weight[V,H]^T, untied, no bias.
+// lm_head's cpu_bf16 candidate (DESIGN §6; NOTES §c): logits[T,V] = hidden[T,H] @
+// weight[V,H]^T, untied, no bias; the FP32 reference is lib/ref/lm_head.cpp.
 // Inputs hidden [..., H] bf16 (leading dims are rows, e.g. [T,H] or [1,T,H]), weight [V,H]
 // bf16 (Hugging Face [out, in]); gradient seed dy.logits [..., V] bf16.
 //
-// Reduction orders (every output element, gemm_cpu.hpp), each fixed by the reduction length
-// alone — not by the number of rows, the vocabulary tiling or the thread count, so a row's
-// logits do not depend on the rest of the batch:
-//   reference: FP32 fma leaves of at most 32 in a mid-split tree (gemm::fp32_reference()), FP32
-//              output — the most accurate FP32 order, as a gold must be (its error grows with
-//              the tree's depth, not with V);
-//   candidate (cpu_bf16): 32-wide FP32 fma chunks folded left to right (gemm::fp32_chunked()),
-//              rounded once to bf16.
+// Reduction order (every output element, gemm_cpu.hpp): 32-wide FP32 fma chunks folded left to
+// right (gemm::fp32_chunked()), rounded once to bf16 — fixed by the reduction length alone, not
+// by the number of rows, the vocabulary tiling or the thread count, so a row's logits do not
+// depend on the rest of the batch.
 // Backward (analytic, same definition): dhidden = dy @ weight (sum over V) and
-// dweight = dy^T @ hidden (sum over the rows T), each in its path's order over its own
-// reduction dimension. dweight sums over the rows of the call, so it depends on them by
-// definition; dhidden's rows do not.
+// dweight = dy^T @ hidden (sum over the rows T), each in that order over its own reduction
+// dimension. dweight sums over the rows of the call, so it depends on them by definition;
+// dhidden's rows do not.
 #include "lm_head.hpp"
 
 #include <string>
@@ -44,10 +41,6 @@ LmHeadInputs lm_head_inputs(std::string_view op, const Tensors& in, bool with_dy
 
 namespace {
 
-enum class Path { kReference, kCandidate };
-
-DType out_dtype(Path path) { return path == Path::kReference ? DType::kF32 : DType::kBF16; }
-
 // A tensor whose last dimension is the width, as a [rows, width] matrix tensor (a copy only when
 // its layout cannot be viewed as one).
 Tensor as_rows(const Tensor& t, std::int64_t rows, std::int64_t width) {
@@ -57,28 +50,25 @@ Tensor as_rows(const Tensor& t, std::int64_t rows, std::int64_t width) {
 
 gemm::Options options(const OpContext& ctx) { return {ctx.threads, true}; }
 
-gemm::Reduction order(Path path) {
-  return path == Path::kReference ? gemm::fp32_reference() : gemm::fp32_chunked();
-}
 
-Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx, Path path) {
+Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx) {
   return guarded(op, [&] {
     const LmHeadInputs x = lm_head_inputs(op, in, false);
     const Tensor h = as_rows(x.hidden, x.rows, x.width);
     Tensor logits = gemm::gemm(gemm::matrix(h), gemm::transposed(gemm::matrix(x.weight)),
-                               out_dtype(path), order(path), options(ctx));
+                               DType::kBF16, gemm::fp32_chunked(), options(ctx));
     return Tensors{{"logits", logits.view(x.logits_shape)}};
   });
 }
 
-Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx, Path path) {
+Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx) {
   return guarded(op, [&] {
     const LmHeadInputs x = lm_head_inputs(op, in, true);
     const Tensor h = as_rows(x.hidden, x.rows, x.width);
     const Tensor dy2 = as_rows(*x.dy, x.rows, x.vocab);
     const gemm::ConstMatrix hm = gemm::matrix(h), wm = gemm::matrix(x.weight), g = gemm::matrix(dy2);
-    Tensor dh = gemm::gemm(g, wm, out_dtype(path), order(path), options(ctx));                   // over V
-    Tensor dw = gemm::gemm(gemm::transposed(g), hm, out_dtype(path), order(path), options(ctx));  // over T
+    Tensor dh = gemm::gemm(g, wm, DType::kBF16, gemm::fp32_chunked(), options(ctx));                   // over V
+    Tensor dw = gemm::gemm(gemm::transposed(g), hm, DType::kBF16, gemm::fp32_chunked(), options(ctx));  // over T
     return Tensors{{"dhidden", dh.view(x.hidden.shape())}, {"dweight", std::move(dw)}};
   });
 }
@@ -91,17 +81,11 @@ class LmHead final : public Op {
   std::vector<TensorDecl> gradients() const override {
     return {{"dhidden", DType::kBF16}, {"dweight", DType::kBF16}};
   }
-  Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const override {
-    return forward(name(), in, ctx, Path::kReference);
-  }
-  Result<Tensors> reference_backward(const Tensors& in, const OpContext& ctx) const override {
-    return backward(name(), in, ctx, Path::kReference);
-  }
   Result<Tensors> cpu_forward(const Tensors& in, const OpContext& ctx) const override {
-    return forward(name(), in, ctx, Path::kCandidate);
+    return forward(name(), in, ctx);
   }
   Result<Tensors> cpu_backward(const Tensors& in, const OpContext& ctx) const override {
-    return backward(name(), in, ctx, Path::kCandidate);
+    return backward(name(), in, ctx);
   }
 };
 

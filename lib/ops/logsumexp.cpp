@@ -42,28 +42,6 @@ LseState lse_candidate_state(const float* x, std::int64_t n) {
 
 float lse_candidate(const float* x, std::int64_t n) { return lse_value(lse_candidate_state(x, n)); }
 
-namespace {
-
-// Pairwise summation: error grows with log(n), not n.
-float pairwise_sum(const float* v, std::int64_t n) {
-  if (n <= 16) {
-    float s = 0.0f;
-    for (std::int64_t i = 0; i < n; ++i) s += v[i];
-    return s;
-  }
-  const std::int64_t half = n / 2;
-  return pairwise_sum(v, half) + pairwise_sum(v + half, n - half);
-}
-
-}  // namespace
-
-float lse_reference(const float* x, std::int64_t n, float* scratch) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (std::int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  if (m == -std::numeric_limits<float>::infinity()) return m;
-  for (std::int64_t i = 0; i < n; ++i) scratch[i] = std::exp(x[i] - m);
-  return m + std::log(pairwise_sum(scratch, n));
-}
 
 float bf16_bits_to_f32(std::uint16_t bits) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
@@ -115,16 +93,11 @@ void load_row(const std::uint16_t* logits, std::int64_t r, std::int64_t vocab, f
   for (std::int64_t i = 0; i < vocab; ++i) row[i] = bf16_bits_to_f32(p[i]);
 }
 
-float row_lse(LogpPath path, const float* row, std::int64_t vocab, std::vector<float>& scratch) {
-  if (path == LogpPath::kCandidate) return lse_candidate(row, vocab);
-  return lse_reference(row, vocab, scratch.data());
-}
 
 }  // namespace
 
 Result<Tensors> selected_logp_forward(std::string_view op, const Tensors& in,
-                                      const OpContext& ctx, LogpPath path,
-                                      bool honour_ignore_index) {
+                                      const OpContext& ctx, bool honour_ignore_index) {
   return guarded(op, [&] {
     const LogitRows s = check_logit_rows(op, in, ctx, honour_ignore_index, false);
     const Tensor& logits = *s.logits;
@@ -133,12 +106,11 @@ Result<Tensors> selected_logp_forward(std::string_view op, const Tensors& in,
     std::vector<float> out(static_cast<std::size_t>(s.rows), 0.0f);
     parallel_for(s.rows, ctx.threads, [&](std::int64_t b, std::int64_t e) {
       std::vector<float> row(static_cast<std::size_t>(s.vocab));
-      std::vector<float> scratch(path == LogpPath::kReference ? row.size() : 0);
       for (std::int64_t r = b; r < e; ++r) {
         const auto ri = static_cast<std::size_t>(r);
         if (s.ignored[ri]) continue;  // logp +0
         load_row(px, r, s.vocab, row.data());
-        out[ri] = row[static_cast<std::size_t>(s.ids[ri])] - row_lse(path, row.data(), s.vocab, scratch);
+        out[ri] = row[static_cast<std::size_t>(s.ids[ri])] - lse_candidate(row.data(), s.vocab);
       }
     });
     return Tensors{{"logp", f32_tensor(s.targets->shape(), std::move(out))}};
@@ -146,8 +118,7 @@ Result<Tensors> selected_logp_forward(std::string_view op, const Tensors& in,
 }
 
 Result<Tensors> selected_logp_backward(std::string_view op, const Tensors& in,
-                                       const OpContext& ctx, LogpPath path,
-                                       bool honour_ignore_index) {
+                                       const OpContext& ctx, bool honour_ignore_index) {
   return guarded(op, [&] {
     const LogitRows s = check_logit_rows(op, in, ctx, honour_ignore_index, true);
     const Tensor& logits = *s.logits;
@@ -155,26 +126,20 @@ Result<Tensors> selected_logp_backward(std::string_view op, const Tensors& in,
     const Tensor lc = logits.is_contiguous() ? logits : logits.contiguous();
     const auto* px = lc.data<std::uint16_t>();
     // Zero-filled: ignored rows keep an all +0 gradient.
-    Tensor grad(path == LogpPath::kReference ? DType::kF32 : DType::kBF16, logits.shape());
-    float* g32 = path == LogpPath::kReference ? grad.data<float>() : nullptr;
-    std::uint16_t* g16 = path == LogpPath::kCandidate ? grad.data<std::uint16_t>() : nullptr;
+    Tensor grad(DType::kBF16, logits.shape());
+    std::uint16_t* g16 = grad.data<std::uint16_t>();
     parallel_for(s.rows, ctx.threads, [&](std::int64_t b, std::int64_t e) {
       std::vector<float> row(static_cast<std::size_t>(s.vocab));
-      std::vector<float> scratch(path == LogpPath::kReference ? row.size() : 0);
       for (std::int64_t r = b; r < e; ++r) {
         const auto ri = static_cast<std::size_t>(r);
         if (s.ignored[ri]) continue;
         load_row(px, r, s.vocab, row.data());
-        const float lse = row_lse(path, row.data(), s.vocab, scratch);
+        const float lse = lse_candidate(row.data(), s.vocab);
         const std::int64_t y = s.ids[ri];
         const float d = dy[ri];
         for (std::int64_t i = 0; i < s.vocab; ++i) {
           const float p = std::exp(row[static_cast<std::size_t>(i)] - lse);
-          const float gv = d * ((i == y ? 1.0f : 0.0f) - p);
-          if (g32 != nullptr)
-            g32[r * s.vocab + i] = gv;
-          else
-            g16[r * s.vocab + i] = to_bf16(gv).bits;
+          g16[r * s.vocab + i] = to_bf16(d * ((i == y ? 1.0f : 0.0f) - p)).bits;
         }
       }
     });

@@ -1,6 +1,7 @@
-// Internal: the vocabulary-width log-softmax of the logprob ops (logp, batch_invariant_logp,
-// linear_logp): one fixed-order logsumexp for the cpu_bf16 candidates, one for the FP32
-// reference, and the selected-logp forward/backward that logp and batch_invariant_logp share.
+// Internal: the vocabulary-width log-softmax of the logprob candidates (logp,
+// batch_invariant_logp, linear_logp): one fixed-order logsumexp, and the selected-logp
+// forward/backward that logp and batch_invariant_logp share. Their FP32 references are
+// lib/ref's (log_softmax.hpp there).
 //
 // Candidate order (the declared split, DESIGN §4): the row is cut into kLseChunk-wide chunks
 // from index 0 (the last one may be shorter). Per chunk, in index order: m = max, s = sum of
@@ -8,9 +9,6 @@
 // (M, S): the smaller maximum's sum is rescaled by exp(smaller - larger) with one fused
 // multiply-add (lse_merge). lse = M + log(S). Nothing here depends on how many rows a call
 // holds, where a row sits, or the thread count, so every op built on it is batch invariant.
-//
-// Reference order: M = max of the row, S = pairwise sum of exp(x - M) (its own error stays far
-// below the FP32 tolerance at width 151936), lse = M + log(S).
 //
 // exp and log are the C library's float functions (expf, logf); a bit-exact twin on another
 // device must use the same ones.
@@ -45,16 +43,12 @@ float lse_value(const LseState& s);
 // lse_candidate() = lse_value(lse_candidate_state()).
 LseState lse_candidate_state(const float* x, std::int64_t n);
 float lse_candidate(const float* x, std::int64_t n);
-// The reference's logsumexp of x[0..n): global max, pairwise sum. `scratch` holds n floats.
-float lse_reference(const float* x, std::int64_t n, float* scratch);
 
 // bf16 storage bits -> float32 (exact: the bits are the float's upper half).
 float bf16_bits_to_f32(std::uint16_t bits);
 
-enum class LogpPath { kReference, kCandidate };
-
-// The checked inputs of logp / batch_invariant_logp, for every backend (the cpu_bf16 candidate,
-// the reference and cuda_bf16 read the same ones): "logits" [..., V] bf16, "targets" [...]
+// The checked inputs of logp / batch_invariant_logp, for every backend (the cpu_bf16 candidate
+// and cuda_bf16 read the same ones): "logits" [..., V] bf16, "targets" [...]
 // int64 (each in [0, V), or ctx.ignore_index when `honour_ignore_index`), and with `backward`
 // "dy.logp" [...] float32. Throws OpInputError naming the op and the tensor.
 struct LogitRows {
@@ -82,16 +76,14 @@ struct LinearLogpInputs {
 LinearLogpInputs check_linear_logp_inputs(std::string_view op, const Tensors& in, bool backward);
 
 // Selected log-softmax of logits rows: inputs "logits" [..., V] bf16 and "targets" [...] int64;
-// output "logp" [...] float32 (both paths: logprob outputs are FP32, spec §2.1, §9.5).
-// Backward reads "dy.logp" [...] float32 and returns "dlogits" [..., V]: float32 (reference) or
-// bf16 (candidate), dlogits = dy * (onehot(y) - exp(x - lse)).
+// output "logp" [...] float32 (logprob outputs are FP32, spec §2.1, §9.5).
+// Backward reads "dy.logp" [...] float32 and returns "dlogits" [..., V] bf16,
+// dlogits = dy * (onehot(y) - exp(x - lse)).
 // With `honour_ignore_index`, rows whose target equals ctx.ignore_index give logp +0 and an
 // all +0 gradient row; every other target outside [0, V) is an error naming the op.
 Result<Tensors> selected_logp_forward(std::string_view op, const Tensors& in,
-                                      const OpContext& ctx, LogpPath path,
-                                      bool honour_ignore_index);
+                                      const OpContext& ctx, bool honour_ignore_index);
 Result<Tensors> selected_logp_backward(std::string_view op, const Tensors& in,
-                                       const OpContext& ctx, LogpPath path,
-                                       bool honour_ignore_index);
+                                       const OpContext& ctx, bool honour_ignore_index);
 
 }  // namespace ws1::ops

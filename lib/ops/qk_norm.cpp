@@ -1,13 +1,13 @@
-// qk_norm (DESIGN §6, NOTES §c): RMSNorm over head_dim for every head of every token,
+// qk_norm's cpu_bf16 candidate (DESIGN §6, NOTES §c; the FP32 reference is
+// lib/ref/qk_norm.cpp): RMSNorm over head_dim for every head of every token,
 // y = x * rsqrt(mean(x^2) + eps) * w with x [..., head_dim] (fixture [T, Hq, D], all heads,
 // not one) and weight [head_dim]. Qwen3 applies it to q and k after the projections, before
 // RoPE.
 //
-// The arithmetic is rms_norm's (rms_norm.hpp): statistic in fixed 32-wide chunks, reference
-// all FP32, candidate rounded once ("kernel" order) or the contract's "hf" order; backward
-// dx per row, dweight summed over all rows (tokens x heads): the reference in index order in
-// one FP32 chain, the candidate in blocks of kDwRowBlock rows whose partials are added in
-// block order (rms_norm.hpp, docs/decisions.md D24). Each head's row is normalised on its
+// The arithmetic is rms_norm's (rms_norm.hpp): statistic in fixed 32-wide chunks, rounded once
+// ("kernel" order) or the contract's "hf" order; backward dx per row, dweight summed over all
+// rows (tokens x heads) in blocks of kDwRowBlock rows whose partials are added in block order
+// (rms_norm.hpp, docs/decisions.md D24). Each head's row is normalised on its
 // own, so a row's result does not depend on how many tokens or heads are in the call.
 //
 // What qk_norm adds: when the run knows head_dim (OpContext::head_dim > 0), x's last
@@ -30,16 +30,15 @@ void check_qk_norm_head_dim(std::string_view op, const Tensors& in, const OpCont
 
 namespace {
 
-using NormFn = Result<Tensors> (*)(std::string_view, const Tensors&, const OpContext&, NormPath);
+using NormFn = Result<Tensors> (*)(std::string_view, const Tensors&, const OpContext&);
 
-Result<Tensors> per_head(NormFn fn, std::string_view op, const Tensors& in, const OpContext& ctx,
-                         NormPath path) {
+Result<Tensors> per_head(NormFn fn, std::string_view op, const Tensors& in, const OpContext& ctx) {
   auto checked = guarded(op, [&] {
     check_qk_norm_head_dim(op, in, ctx);
     return Tensors{};
   });
   if (!checked) return checked;
-  return fn(op, in, ctx, path);
+  return fn(op, in, ctx);
 }
 
 class QkNorm final : public Op {
@@ -49,17 +48,11 @@ class QkNorm final : public Op {
   std::vector<TensorDecl> gradients() const override {
     return {{"dx", DType::kBF16}, {"dweight", DType::kBF16}};
   }
-  Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const override {
-    return per_head(rms_norm_forward, name(), in, ctx, NormPath::kReference);
-  }
-  Result<Tensors> reference_backward(const Tensors& in, const OpContext& ctx) const override {
-    return per_head(rms_norm_backward, name(), in, ctx, NormPath::kReference);
-  }
   Result<Tensors> cpu_forward(const Tensors& in, const OpContext& ctx) const override {
-    return per_head(rms_norm_forward, name(), in, ctx, NormPath::kCandidate);
+    return per_head(rms_norm_forward, name(), in, ctx);
   }
   Result<Tensors> cpu_backward(const Tensors& in, const OpContext& ctx) const override {
-    return per_head(rms_norm_backward, name(), in, ctx, NormPath::kCandidate);
+    return per_head(rms_norm_backward, name(), in, ctx);
   }
 };
 

@@ -3,6 +3,8 @@
 #include <array>
 #include <vector>
 
+#include "ws1/ref.hpp"
+
 namespace ws1 {
 
 std::span<const Op* const> all_ops() {
@@ -30,6 +32,14 @@ const Op* find_op_impl(std::string_view name) {
   for (const Op* op : all_ops())
     if (op->name() == name) return op;
   return nullptr;
+}
+
+Result<Tensors> Op::reference_forward(const Tensors& in, const OpContext& ctx) const {
+  return ref::forward(name(), in, ctx);
+}
+
+Result<Tensors> Op::reference_backward(const Tensors& in, const OpContext& ctx) const {
+  return ref::backward(name(), in, ctx);
 }
 
 const Tensor* find_tensor(std::span<const NamedTensor> tensors, std::string_view name) {

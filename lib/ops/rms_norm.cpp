@@ -1,19 +1,18 @@
-// rms_norm (DESIGN §6; spec §3.1, §9.6): y = x * rsqrt(mean(x^2) + eps) * w over the last dim.
+// rms_norm's cpu_bf16 candidate (DESIGN §6; spec §3.1, §9.6): y = x * rsqrt(mean(x^2) + eps) * w
+// over the last dim; the FP32 reference is lib/ref/rms_norm.cpp.
 //
 // Statistic: sum of squares in fixed 32-wide chunks (op_support), so a row's result does not
-// depend on how many rows are in the call. Reference: all FP32, FP32 output. Candidate
-// (cpu_bf16): the same FP32 arithmetic, rounded to bf16 once ("kernel" order) or, in "hf"
-// order, normed rounded to bf16 first and then multiplied by w with a second rounding
-// (Hugging Face Qwen3RMSNorm); the contract picks the order.
+// depend on how many rows are in the call. The FP32 arithmetic is rounded to bf16 once
+// ("kernel" order) or, in "hf" order, normed rounded to bf16 first and then multiplied by w
+// with a second rounding (Hugging Face Qwen3RMSNorm); the contract picks the order.
 //
 // Backward (same FP32 definition): with r = rsqrt(mean(x^2)+eps) and g = dy*w,
 //   dx = r*g - x * r^3 * sum(g*x) / W,      dweight = sum over rows of dy*x*r.
-// dweight is a sum over rows per column, each row adding fma(float(dy*x), rstd, acc). The
-// reference sums all rows in index order in one FP32 chain per column. The candidate sums
-// fixed blocks of kDwRowBlock rows that way, then adds the block partials in block order in
-// FP32 and rounds once (rms_norm.hpp; docs/decisions.md D24: the GPU runs the blocks in
-// parallel). Both are deterministic and depend on the rows only; the HF order's backward uses
-// the same formula (rounding is not differentiated).
+// dweight is a sum over rows per column, each row adding fma(float(dy*x), rstd, acc), in fixed
+// blocks of kDwRowBlock rows, the block partials then added in block order in FP32 and rounded
+// once (rms_norm.hpp; docs/decisions.md D24: the GPU runs the blocks in parallel). It is
+// deterministic and depends on the rows only; the HF order's backward uses the same formula
+// (rounding is not differentiated).
 #include "rms_norm.hpp"
 
 #include <algorithm>
@@ -60,8 +59,7 @@ NormInputs check_norm_inputs(std::string_view op, const Tensors& in, bool backwa
   return s;
 }
 
-Result<Tensors> rms_norm_forward(std::string_view op, const Tensors& in, const OpContext& ctx,
-                                 NormPath path) {
+Result<Tensors> rms_norm_forward(std::string_view op, const Tensors& in, const OpContext& ctx) {
   return guarded(op, [&] {
     const NormInputs s = check_norm_inputs(op, in, false);
     const Tensor &xt = *s.x, &wt = *s.weight;
@@ -76,20 +74,18 @@ Result<Tensors> rms_norm_forward(std::string_view op, const Tensors& in, const O
         const float rstd = row_rstd(xr, s.width, eps);
         for (std::int64_t i = 0; i < s.width; ++i) {
           const float normed = xr[i] * rstd;
-          if (path == NormPath::kCandidate && hf)
+          if (hf)
             yr[i] = round_bf16(round_bf16(normed) * w[i]);
           else
             yr[i] = normed * w[i];
         }
       }
     });
-    if (path == NormPath::kReference) return Tensors{{"y", f32_tensor(xt.shape(), std::move(y))}};
     return Tensors{{"y", bf16_tensor(xt.shape(), y)}};
   });
 }
 
-Result<Tensors> rms_norm_backward(std::string_view op, const Tensors& in, const OpContext& ctx,
-                                  NormPath path) {
+Result<Tensors> rms_norm_backward(std::string_view op, const Tensors& in, const OpContext& ctx) {
   return guarded(op, [&] {
     const NormInputs s = check_norm_inputs(op, in, true);
     const Tensor &xt = *s.x, &wt = *s.weight, &dyt = *s.dy;
@@ -121,18 +117,11 @@ Result<Tensors> rms_norm_backward(std::string_view op, const Tensors& in, const 
     parallel_for(s.width, ctx.threads, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = b; i < e; ++i) {
         float sum = 0.0f;
-        if (path == NormPath::kReference) {
-          sum = column_chain(i, 0, s.rows);  // one chain over all rows (committed evidence)
-        } else {
-          for (std::int64_t r0 = 0; r0 < s.rows; r0 += kDwRowBlock)
-            sum = sum + column_chain(i, r0, std::min(s.rows, r0 + kDwRowBlock));
-        }
+        for (std::int64_t r0 = 0; r0 < s.rows; r0 += kDwRowBlock)
+          sum = sum + column_chain(i, r0, std::min(s.rows, r0 + kDwRowBlock));
         dw[static_cast<std::size_t>(i)] = sum;
       }
     });
-    if (path == NormPath::kReference)
-      return Tensors{{"dx", f32_tensor(xt.shape(), std::move(dx))},
-                     {"dweight", f32_tensor(wt.shape(), std::move(dw))}};
     return Tensors{{"dx", bf16_tensor(xt.shape(), dx)}, {"dweight", bf16_tensor(wt.shape(), dw)}};
   });
 }
@@ -146,17 +135,11 @@ class RmsNorm final : public Op {
   std::vector<TensorDecl> gradients() const override {
     return {{"dx", DType::kBF16}, {"dweight", DType::kBF16}};
   }
-  Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const override {
-    return rms_norm_forward(name(), in, ctx, NormPath::kReference);
-  }
-  Result<Tensors> reference_backward(const Tensors& in, const OpContext& ctx) const override {
-    return rms_norm_backward(name(), in, ctx, NormPath::kReference);
-  }
   Result<Tensors> cpu_forward(const Tensors& in, const OpContext& ctx) const override {
-    return rms_norm_forward(name(), in, ctx, NormPath::kCandidate);
+    return rms_norm_forward(name(), in, ctx);
   }
   Result<Tensors> cpu_backward(const Tensors& in, const OpContext& ctx) const override {
-    return rms_norm_backward(name(), in, ctx, NormPath::kCandidate);
+    return rms_norm_backward(name(), in, ctx);
   }
 };
 

@@ -1,5 +1,5 @@
-// Internal: RMSNorm over the last dimension, shared by rms_norm (hidden width) and qk_norm
-// (per head over head_dim). Inputs x [..., W] bf16 and weight [W] bf16; output y; gradients
+// Internal: the RMSNorm candidate over the last dimension, shared by rms_norm (hidden width) and
+// qk_norm (per head over head_dim); the FP32 references are lib/ref's. Inputs x [..., W] bf16 and weight [W] bf16; output y; gradients
 // dx, dweight. The input checks are shared with the cuda_bf16 kernels (cuda/ops/rms_norm.cuh).
 #pragma once
 
@@ -9,8 +9,6 @@
 
 namespace ws1::ops {
 
-enum class NormPath { kReference, kCandidate };
-
 // The candidate's dweight (cpu_bf16 and cuda_bf16 alike; docs/decisions.md D24): rows are cut
 // into fixed blocks of kDwRowBlock rows from row 0 (the last one may be shorter). Per column,
 // each block's partial is acc = fma(float(dy*x), rstd, acc) over its rows left to right from
@@ -19,14 +17,12 @@ enum class NormPath { kReference, kCandidate };
 // result is a function of the rows alone. 256: at qk_norm's 262144 rows (8192 tokens x 32
 // heads, 128 columns) that is 1024 blocks, so the GPU sums 128 x 1024 chains of 256 instead of
 // 128 chains of 262144 (rms_norm at 8192 tokens: 4096 x 32); the partials take 1/128 of the
-// bytes of x, and the merge is 1024 adds per column. The FP32 reference keeps its one chain
-// per column over all rows in index order.
+// bytes of x, and the merge is 1024 adds per column.
 inline constexpr std::int64_t kDwRowBlock = 256;
 
-Result<Tensors> rms_norm_forward(std::string_view op, const Tensors& in, const OpContext& ctx,
-                                 NormPath path);
-Result<Tensors> rms_norm_backward(std::string_view op, const Tensors& in, const OpContext& ctx,
-                                  NormPath path);
+// The cpu_bf16 candidate of rms_norm over x's last dimension (qk_norm: over each head).
+Result<Tensors> rms_norm_forward(std::string_view op, const Tensors& in, const OpContext& ctx);
+Result<Tensors> rms_norm_backward(std::string_view op, const Tensors& in, const OpContext& ctx);
 
 // A checked RMSNorm call: its tensors and x viewed as [rows, width].
 struct NormInputs {

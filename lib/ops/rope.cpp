@@ -1,4 +1,5 @@
-// rope (DESIGN §6, NOTES §c): rotary position embedding, GPT-NeoX / Hugging Face "rotate half".
+// rope's cpu_bf16 candidate (DESIGN §6, NOTES §c): rotary position embedding, GPT-NeoX /
+// Hugging Face "rotate half". The FP32 reference is lib/ref/rope.cpp.
 //
 // Layouts (D = head_dim, even; every D-wide row of x has one position):
 //   token-major x [T, H, D] with positions [T]            (oracle, invariance fixtures)
@@ -15,10 +16,10 @@
 //   y[i+h]      = fma(x[i+h], c,   x[i]   * s )      rotate_half(x) = concat(-x2, x1)
 // The angle is not rounded to float32: that rounding costs |angle| * 2^-24 rad (6e-6 at
 // position 100, 2e-3 at 32768), an error of the implementation rather than of the definition,
-// which would take the reference out of the float32 row against float64 at long positions.
+// which would take the result out of the float32 row against float64 at long positions.
 // Only the cos/sin table is formed in double; the rotation itself is FP32 with the fused
 // multiply-add written out, so a CUDA kernel given the same float32 table matches bit for bit.
-// Reference: FP32 output. cpu_bf16 candidate: the same FP32 value rounded to bf16 once.
+// The FP32 value is rounded to bf16 once.
 //
 // Backward: the rotation is orthogonal, so dx is dy rotated back by the same angle:
 //   dx[i]   = fma(dy[i],   c,   dy[i+h] * s )
@@ -124,12 +125,10 @@ Table make_table(const RopeInputs& r, unsigned threads) {
 }
 
 // Rotates every row of `v` by its position's angles (sign +1) or back (sign -1).
-Tensor rotate(const Tensor& vt, const RopeLayout& l, const Table& t, float sign, PointwisePath path,
-              unsigned threads) {
+Tensor rotate(const Tensor& vt, const RopeLayout& l, const Table& t, float sign, unsigned threads) {
   const std::vector<float> v = to_f32(vt);
-  Tensor out(path == PointwisePath::kReference ? DType::kF32 : DType::kBF16, vt.shape());
-  float* out_f32 = path == PointwisePath::kReference ? out.data<float>() : nullptr;
-  std::uint16_t* out_bf16 = path == PointwisePath::kCandidate ? out.data<std::uint16_t>() : nullptr;
+  Tensor out(DType::kBF16, vt.shape());
+  std::uint16_t* out_bf16 = out.data<std::uint16_t>();
   const std::int64_t h = t.half;
   parallel_for(l.rows, threads, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) {
@@ -140,13 +139,8 @@ Tensor rotate(const Tensor& vt, const RopeLayout& l, const Table& t, float sign,
       for (std::int64_t i = 0; i < h; ++i) {
         const float lo = std::fma(x[i], c[i], -(sign * (x[i + h] * s[i])));
         const float hi = std::fma(x[i + h], c[i], sign * (x[i] * s[i]));
-        if (out_f32 != nullptr) {
-          out_f32[o + i] = lo;
-          out_f32[o + i + h] = hi;
-        } else {
-          out_bf16[o + i] = to_bf16(lo).bits;
-          out_bf16[o + i + h] = to_bf16(hi).bits;
-        }
+        out_bf16[o + i] = to_bf16(lo).bits;
+        out_bf16[o + i + h] = to_bf16(hi).bits;
       }
     }
   });
@@ -154,24 +148,21 @@ Tensor rotate(const Tensor& vt, const RopeLayout& l, const Table& t, float sign,
 }
 
 // Forward rotates x by +angle into y; backward rotates dy.y by -angle into dx.
-Result<Tensors> run(std::string_view op, const Tensors& in, const OpContext& ctx,
-                    PointwisePath path, bool backward) {
+Result<Tensors> run(std::string_view op, const Tensors& in, const OpContext& ctx, bool backward) {
   return guarded(op, [&] {
     const RopeInputs r = rope_inputs(op, in, ctx, backward);
     const Table t = make_table(r, ctx.threads);
     return Tensors{{backward ? "dx" : "y",
-                    rotate(*r.v, r.layout, t, backward ? -1.0f : 1.0f, path, ctx.threads)}};
+                    rotate(*r.v, r.layout, t, backward ? -1.0f : 1.0f, ctx.threads)}};
   });
 }
 
-Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx,
-                        PointwisePath path) {
-  return run(op, in, ctx, path, false);
+Result<Tensors> forward(std::string_view op, const Tensors& in, const OpContext& ctx) {
+  return run(op, in, ctx, false);
 }
 
-Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx,
-                         PointwisePath path) {
-  return run(op, in, ctx, path, true);
+Result<Tensors> backward(std::string_view op, const Tensors& in, const OpContext& ctx) {
+  return run(op, in, ctx, true);
 }
 
 // Either direction reads one tensor of x's size (x forward, dy.y backward: the backward does
@@ -188,7 +179,7 @@ OpWork work(const Tensors& in, bool backward) {
 }  // namespace
 
 const Op& rope_op() {
-  static const PathOp op("rope", {{"y", DType::kBF16}}, {{"dx", DType::kBF16}}, forward, backward, work);
+  static const ElementwiseOp op("rope", {{"y", DType::kBF16}}, {{"dx", DType::kBF16}}, forward, backward, work);
   return op;
 }
 

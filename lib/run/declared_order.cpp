@@ -282,9 +282,9 @@ Result<DeclaredOrderResult> probe_rms_norm_order(const RunContext& run, Backend&
 
   OpContext ctx = run.op_context;
   ctx.rms_norm_order = declared;
-  auto want = ops::rms_norm_forward(op.name(), *in, ctx, ops::NormPath::kCandidate);
+  auto want = ops::rms_norm_forward(op.name(), *in, ctx);
   ctx.rms_norm_order = other;
-  auto alt = ops::rms_norm_forward(op.name(), *in, ctx, ops::NormPath::kCandidate);
+  auto alt = ops::rms_norm_forward(op.name(), *in, ctx);
   if (!want) return want.error();
   if (!alt) return alt.error();
   const Tensor& y_want = *find_tensor(*want, "y");

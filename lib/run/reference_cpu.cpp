@@ -1,10 +1,10 @@
-// The CPU reference engine (ws1/reference.hpp): each op's own FP32 reference.
+// The CPU reference engine (ws1/reference.hpp): lib/ref's FP32 reference of each op.
 #include "ws1/reference.hpp"
 
 namespace ws1 {
 namespace {
 
-constexpr const char* kCpuEngine = "cpu_fp32 (lib/ops reference)";
+constexpr const char* kCpuEngine = "cpu_fp32 (lib/ref)";
 
 class CpuReference final : public ReferenceEngine {
  public:

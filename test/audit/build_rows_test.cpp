@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 
 #include "option_b_contract.hpp"
 #include "planted_backend.hpp"
@@ -69,34 +70,23 @@ std::vector<AuditBackend> with(Backend& b) {
   return {{"cpu_bf16", &b, ""}, {"cuda_bf16", nullptr, "not available in this build yet"}};
 }
 
-// An op whose FP32 reference forward rounds its outputs to bf16 (upstream's det_gemm gold, §9.3).
-class Bf16GoldOp final : public Op {
+// A reference engine whose det_gemm forward gives bf16 golds (upstream's det_gemm gold, §9.3);
+// every other call is the CPU engine's.
+class Bf16GoldReference final : public ReferenceEngine {
  public:
-  explicit Bf16GoldOp(const Op& base) : Op(base.info()), base_(base) {}
-  std::vector<TensorDecl> outputs() const override { return base_.outputs(); }
-  std::vector<TensorDecl> gradients() const override { return base_.gradients(); }
-  Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const override {
-    auto r = base_.reference_forward(in, ctx);
-    if (!r) return r;
-    Tensors out;
-    for (const auto& t : *r) {
-      Tensor b(DType::kBF16, t.tensor.shape());
-      out.push_back({t.name, std::move(b)});
-    }
-    return out;
+  std::string name() const override { return "planted bf16 gold"; }
+  Result<ReferenceResult> forward(const Op& op, const Tensors& in, const OpContext& ctx) override {
+    auto r = cpu_->forward(op, in, ctx);
+    if (!r || op.name() != "det_gemm") return r;
+    for (auto& t : r->tensors) t.tensor = Tensor(DType::kBF16, t.tensor.shape());
+    return r;
   }
-  Result<Tensors> reference_backward(const Tensors& in, const OpContext& ctx) const override {
-    return base_.reference_backward(in, ctx);
-  }
-  Result<Tensors> cpu_forward(const Tensors& in, const OpContext& ctx) const override {
-    return base_.cpu_forward(in, ctx);
-  }
-  Result<Tensors> cpu_backward(const Tensors& in, const OpContext& ctx) const override {
-    return base_.cpu_backward(in, ctx);
+  Result<ReferenceResult> backward(const Op& op, const Tensors& in, const OpContext& ctx) override {
+    return cpu_->backward(op, in, ctx);
   }
 
  private:
-  const Op& base_;
+  std::unique_ptr<ReferenceEngine> cpu_ = make_cpu_reference();
 };
 
 fs::path temp_dir(const std::string& name) {
@@ -111,7 +101,8 @@ bool has(const std::string& s, std::string_view part) { return s.find(part) != s
 }  // namespace
 
 TEST_CASE("audit gold provenance: every FP32 reference gives float32", "[audit][rows]") {
-  const AuditRow r = audit_gold_provenance(tiny_run(setup().contract), setup().catalogue, all_ops()).value();
+  const auto cpu = make_cpu_reference();
+  const AuditRow r = audit_gold_provenance(tiny_run(setup().contract), setup().catalogue, all_ops(), *cpu).value();
   INFO(r.basis);
   CHECK(r.status == AuditStatus::kConformant);
   CHECK(r.details.size() == all_ops().size());
@@ -120,16 +111,16 @@ TEST_CASE("audit gold provenance: every FP32 reference gives float32", "[audit][
 }
 
 TEST_CASE("audit gold provenance planted defect: a bf16 gold is non-conformant", "[audit][rows][planted]") {
-  const Bf16GoldOp bad(*find_op_impl("det_gemm"));
-  const Op* ops[] = {find_op_impl("silu"), &bad};
-  const AuditRow r = audit_gold_provenance(tiny_run(setup().contract), setup().catalogue, ops).value();
+  Bf16GoldReference bad;
+  const Op* ops[] = {find_op_impl("silu"), find_op_impl("det_gemm")};
+  const AuditRow r = audit_gold_provenance(tiny_run(setup().contract), setup().catalogue, ops, bad).value();
   INFO(r.basis);
   CHECK(r.status == AuditStatus::kNonConformant);
   CHECK(has(r.basis, "det_gemm"));
   CHECK(has(r.basis, "bfloat16"));
-  // The same two ops without the defect are conformant.
-  const Op* good[] = {find_op_impl("silu"), find_op_impl("det_gemm")};
-  CHECK(audit_gold_provenance(tiny_run(setup().contract), setup().catalogue, good)->status ==
+  // The same two ops from the CPU engine are conformant.
+  const auto cpu = make_cpu_reference();
+  CHECK(audit_gold_provenance(tiny_run(setup().contract), setup().catalogue, ops, *cpu)->status ==
         AuditStatus::kConformant);
 }
 

@@ -403,9 +403,11 @@ TEST_CASE("attention refuses inputs that do not fit", "[ops][attention]") {
     auto r = backward ? op().cpu_backward(in, ctx) : op().cpu_forward(in, ctx);
     REQUIRE_FALSE(r.ok());
     CHECK_THAT(r.error().message(), Catch::Contains(text));
+    // The reference (lib/ref) refuses the same inputs in its own words, naming the same tensor.
     auto rr = backward ? op().reference_backward(in, ctx) : op().reference_forward(in, ctx);
     REQUIRE_FALSE(rr.ok());
-    CHECK(rr.error().message() == r.error().message());
+    const auto named = [](const std::string& m) { return m.substr(0, m.find(':', m.find(':') + 1) + 1); };
+    CHECK(named(rr.error().message()) == named(r.error().message()));
   };
   fails_with(without(good, "k"), "attention: k: missing input");
   fails_with(with(good, "v", Tensor(DType::kF32, {1, 2, 3, 16})), "attention: v: dtype F32");

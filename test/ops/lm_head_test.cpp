@@ -54,27 +54,6 @@ Tensor literal_logits(const std::vector<float>& x, const std::vector<float>& y, 
   return t;
 }
 
-// The reference's order, written out: [lo, hi) is a leaf (an fma chain from 0.0f) when at most
-// kChunk long, else the sum of its halves split at lo + (hi - lo) / 2, in FP32.
-float literal_tree(const float* x, const float* y, std::int64_t lo, std::int64_t hi) {
-  if (hi - lo <= kChunk) {
-    float part = 0.0f;
-    for (std::int64_t k = lo; k < hi; ++k) part = std::fma(x[k], y[k], part);
-    return part;
-  }
-  const std::int64_t mid = lo + (hi - lo) / 2;
-  return literal_tree(x, y, lo, mid) + literal_tree(x, y, mid, hi);
-}
-
-// out[r,c] = sum over k of x[r*K + k] * y[c*K + k] in the reference's tree, FP32.
-Tensor literal_reference(const std::vector<float>& x, const std::vector<float>& y, std::int64_t R,
-                         std::int64_t C, std::int64_t K) {
-  Tensor t(DType::kF32, {R, C});
-  for (std::int64_t r = 0; r < R; ++r)
-    for (std::int64_t c = 0; c < C; ++c) t.data<float>()[r * C + c] = literal_tree(&x[r * K], &y[c * K], 0, K);
-  return t;
-}
-
 std::vector<float> transpose(const std::vector<float>& v, std::int64_t R, std::int64_t C) {
   std::vector<float> t(v.size());
   for (std::int64_t r = 0; r < R; ++r)
@@ -113,7 +92,7 @@ TEST_CASE("lm_head reference agrees with PyTorch float64 within the float32 rows
   CHECK(gw.max_abs < bf16_atol / 100);
 }
 
-TEST_CASE("lm_head: the documented orders (reference tree in FP32, candidate chunked fold rounded once)", "[ops][lm_head]") {
+TEST_CASE("lm_head: the candidate's documented order (chunked fold rounded once)", "[ops][lm_head]") {
   const OpContext ctx = default_context();
   const std::int64_t T = 11, V = 70, H = 4096;
   const Tensors in = synthetic(T, V, H, 1, 0.02f);
@@ -122,20 +101,14 @@ TEST_CASE("lm_head: the documented orders (reference tree in FP32, candidate chu
   const auto wt = transpose(w, V, H), dyt = transpose(dy, T, V), ht = transpose(h, T, H);
 
   const auto cand = op().cpu_forward(in, ctx);
-  const auto ref = op().reference_forward(in, ctx);
   CHECK(get(cand, "logits").dtype() == DType::kBF16);
-  CHECK(bits_equal(get(ref, "logits"), literal_reference(h, w, T, V, H)));
   CHECK(bits_equal(get(cand, "logits"), literal_logits(h, w, T, V, H, false, DType::kBF16)));
 
   const auto cb = op().cpu_backward(in, ctx);
-  const auto rb = op().reference_backward(in, ctx);
   // dhidden[t,h] = sum over v of dy[t,v] * W[v,h]; dweight[v,h] = sum over t of dy[t,v] * hidden[t,h].
   CHECK(bits_equal(get(cb, "dhidden"), literal_logits(dy, wt, T, H, V, false, DType::kBF16)));
   CHECK(bits_equal(get(cb, "dweight"), literal_logits(dyt, ht, V, H, T, false, DType::kBF16)));
-  CHECK(bits_equal(get(rb, "dhidden"), literal_reference(dy, wt, T, H, V)));
-  CHECK(bits_equal(get(rb, "dweight"), literal_reference(dyt, ht, V, H, T)));
   CHECK(get(cb, "dhidden").dtype() == DType::kBF16);
-  CHECK(get(rb, "dhidden").dtype() == DType::kF32);
 }
 
 // DESIGN §4: a gold's own error far below every threshold (< 1% of the bf16 row's atol), here

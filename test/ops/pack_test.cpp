@@ -141,7 +141,7 @@ TEST_CASE("pack refuses masks and gradients that do not fit", "[ops][pack]") {
   expect(op().cpu_forward({{"x", x}, {"mask", Tensor(DType::kBool, {2, 3, 4})}}, ctx),
          "pack: mask: shape [2, 3, 4] (expected [B, S] or [T])");
   expect(op().reference_forward({{"x", x}, {"mask", bool_tensor({2, 3}, {0, 1, 2, 0, 0, 1})}}, ctx),
-         "pack: mask: element 2 holds byte 2 (a bool must be 0 or 1)");
+         "pack: mask: element 2 is the byte 2, not a bool (0 or 1)");
   expect(op().cpu_backward({{"x", x}, {"mask", bool_tensor({2, 3}, {0, 1, 1, 0, 0, 1})},
                             {"dy.packed", Tensor(DType::kBF16, {2, 4})}}, ctx),
          "pack: dy.packed: shape [2, 4] (expected [3, 4]: the active rows of x)");

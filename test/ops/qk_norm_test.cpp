@@ -31,7 +31,7 @@ Tensors local_inputs(std::int64_t t) {
 
 }  // namespace
 
-TEST_CASE("qk_norm dweight: the candidate's declared blocked order, the reference's row order", "[ops][qk_norm][norm_dweight]") {
+TEST_CASE("qk_norm dweight: the candidate's declared blocked order", "[ops][qk_norm][norm_dweight]") {
   const OpContext ctx = default_context();
   const float eps = static_cast<float>(ctx.rms_norm_eps);
   // 32 heads per token: 1 token (32 rows, under a block), 8 (256 rows, one block), 9 (288: a
@@ -41,15 +41,10 @@ TEST_CASE("qk_norm dweight: the candidate's declared blocked order, the referenc
     const Tensors in = local_inputs(t);
     const Tensor cand = output(op().cpu_backward(in, ctx), "dweight");
     REQUIRE(cand.dtype() == DType::kBF16);
-    const std::vector<float> blocked = ws1_test::restated_dweight(in[0].tensor, in[2].tensor, eps, true);
+    const std::vector<float> blocked = ws1_test::restated_dweight(in[0].tensor, in[2].tensor, eps);
     Tensor want(DType::kBF16, {128});
     for (std::int64_t i = 0; i < 128; ++i) want.data<std::uint16_t>()[i] = to_bf16(blocked[static_cast<std::size_t>(i)]).bits;
     CHECK(same_bits(cand, want));
-    // The FP32 reference is unchanged: one chain per column over all rows in index order.
-    const Tensor ref = output(op().reference_backward(in, ctx), "dweight");
-    REQUIRE(ref.dtype() == DType::kF32);
-    const std::vector<float> chain = ws1_test::restated_dweight(in[0].tensor, in[2].tensor, eps, false);
-    CHECK(std::memcmp(ref.contiguous().raw(), chain.data(), chain.size() * sizeof(float)) == 0);
   }
 }
 

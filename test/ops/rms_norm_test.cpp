@@ -36,7 +36,7 @@ Tensor bf16_of(const Shape& shape, const std::vector<float>& v) {
 
 }  // namespace
 
-TEST_CASE("rms_norm dweight: the candidate's declared blocked order, the reference's row order", "[ops][rms_norm][norm_dweight]") {
+TEST_CASE("rms_norm dweight: the candidate's declared blocked order", "[ops][rms_norm][norm_dweight]") {
   OpContext ctx = default_context();
   const float eps = static_cast<float>(ctx.rms_norm_eps);
   const std::int64_t block = ws1::ops::kDwRowBlock;
@@ -55,10 +55,7 @@ TEST_CASE("rms_norm dweight: the candidate's declared blocked order, the referen
       ctx.threads = threads;
       const Tensor cand = output(op().cpu_backward(in, ctx), "dweight");
       REQUIRE(cand.dtype() == DType::kBF16);
-      CHECK(same_bits(cand, bf16_of({c.width}, ws1_test::restated_dweight(in[0].tensor, in[2].tensor, eps, true))));
-      // The FP32 reference is unchanged: one chain per column over all rows in index order.
-      const Tensor ref = output(op().reference_backward(in, ctx), "dweight");
-      CHECK(same_f32_bits(ref, ws1_test::restated_dweight(in[0].tensor, in[2].tensor, eps, false)));
+      CHECK(same_bits(cand, bf16_of({c.width}, ws1_test::restated_dweight(in[0].tensor, in[2].tensor, eps))));
     }
     if (c.rows == 0) {  // no rows: +0 in both
       const Tensor cand = output(op().cpu_backward(in, ctx), "dweight");
@@ -67,8 +64,8 @@ TEST_CASE("rms_norm dweight: the candidate's declared blocked order, the referen
   }
 }
 
-TEST_CASE("rms_norm dweight: the two orders are told apart where an addend is absorbed", "[ops][rms_norm][norm_dweight]") {
-  // ws1_test::absorbing_dweight_inputs: row order gives about kDwRowBlock - 1, blocks +0.
+TEST_CASE("rms_norm dweight: the blocked order shown where an addend is absorbed, the reference keeping the sum", "[ops][rms_norm][norm_dweight]") {
+  // ws1_test::absorbing_dweight_inputs: exact sum about 2 * (kDwRowBlock - 1), blocks +0.
   const std::int64_t block = ws1::ops::kDwRowBlock, width = 8;
   const Tensors in = ws1_test::absorbing_dweight_inputs(width, random_bf16({width}, 74));
   const OpContext ctx = default_context();
@@ -76,7 +73,8 @@ TEST_CASE("rms_norm dweight: the two orders are told apart where an addend is ab
   const Tensor ref = output(op().reference_backward(in, ctx), "dweight");
   for (std::int64_t i = 0; i < width; ++i) {
     CHECK(cand.data<std::uint16_t>()[i] == 0);  // +0
-    CHECK(std::abs(ref.data<float>()[i] - static_cast<float>(block - 1)) < 0.01f);
+    // The reference (lib/ref, pairwise over rows) keeps most of what the blocks lose.
+    CHECK(ref.data<float>()[i] > static_cast<float>(block - 1));
   }
 }
 

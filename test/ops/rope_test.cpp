@@ -174,7 +174,7 @@ TEST_CASE("rope refuses inputs that do not fit", "[ops][rope]") {
   odd.head_dim = 0;
   auto r = op().reference_forward({{"x", Tensor(DType::kBF16, {3, 2, 7})}, {"positions", i64_tensor({3}, {0, 1, 2})}}, odd);
   REQUIRE_FALSE(r.ok());
-  CHECK(r.error().message().find("rope: x: shape [3, 2, 7]: head_dim must be even") != std::string::npos);
+  CHECK(r.error().message().find("rope: x: shape [3, 2, 7]: head_dim must be positive and even") != std::string::npos);
   auto b = op().cpu_backward({{"x", x}, {"positions", i64_tensor({3}, {0, 1, 2})},
                               {"dy.y", Tensor(DType::kBF16, {3, 1, 128})}}, ctx);
   REQUIRE_FALSE(b.ok());

@@ -56,7 +56,7 @@ TEST_CASE("accuracy cells record the engine that computed their reference", "[ru
     auto by_default = cell(nullptr, j);
     REQUIRE(by_default.ok());
     REQUIRE(by_default->reference.has_value());
-    CHECK(by_default->reference->engine == "cpu_fp32 (lib/ops reference)");
+    CHECK(by_default->reference->engine == "cpu_fp32 (lib/ref)");
     CHECK_FALSE(by_default->reference->math_mode.has_value());
     Relabelled other(false);
     auto named = cell(&other, j);

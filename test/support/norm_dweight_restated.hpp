@@ -14,11 +14,10 @@
 
 namespace ws1_test {
 
-// x, dy bf16 [..., width], rows = numel / width. The FP32 sums per column: the reference's one
-// chain over all rows in index order (blocked = false), or the candidate's blocks of
-// kDwRowBlock rows, each a chain from +0, added in block order from +0 (blocked = true). A
-// term is fma(float(dy*x), rstd, acc) with rstd from the 32-wide chunked sum of squares.
-inline std::vector<float> restated_dweight(const ws1::Tensor& xt, const ws1::Tensor& dyt, float eps, bool blocked) {
+// x, dy bf16 [..., width], rows = numel / width. The candidate's FP32 sums per column: blocks
+// of kDwRowBlock rows, each a chain from +0, added in block order from +0. A term is
+// fma(float(dy*x), rstd, acc) with rstd from the 32-wide chunked sum of squares.
+inline std::vector<float> restated_dweight(const ws1::Tensor& xt, const ws1::Tensor& dyt, float eps) {
   const auto values = [](const ws1::Tensor& t) {
     const ws1::Tensor c = t.contiguous();
     std::vector<float> v(static_cast<std::size_t>(c.numel()));
@@ -39,7 +38,7 @@ inline std::vector<float> restated_dweight(const ws1::Tensor& xt, const ws1::Ten
     }
     rstd[static_cast<std::size_t>(r)] = 1.0f / std::sqrt(total / static_cast<float>(width) + eps);
   }
-  const std::int64_t block = blocked ? ws1::ops::kDwRowBlock : std::max<std::int64_t>(rows, 1);
+  const std::int64_t block = ws1::ops::kDwRowBlock;
   std::vector<float> dw(static_cast<std::size_t>(width));
   for (std::int64_t i = 0; i < width; ++i) {
     float s = 0.0f;
@@ -49,18 +48,18 @@ inline std::vector<float> restated_dweight(const ws1::Tensor& xt, const ws1::Ten
         const float prod = dy[r * width + i] * x[r * width + i];  // rounded to float first
         acc = std::fma(prod, rstd[static_cast<std::size_t>(r)], acc);
       }
-      s = blocked ? s + acc : acc;  // the reference's one chain is the sum itself
+      s = s + acc;
     }
     dw[static_cast<std::size_t>(i)] = s;
   }
   return dw;
 }
 
-// Inputs on which the two orders differ: x = 1 (every row's rstd is the same rs), dy = +2^26 in
-// row 0, -2^26 in row kDwRowBlock, 1 elsewhere; 2 * kDwRowBlock rows of `width`. A chain holding
-// +-2^26*rs (ulp 4) absorbs each +rs. Row order: 2^26*rs, the block's ones absorbed, 0 at row
-// kDwRowBlock, then + (kDwRowBlock - 1)*rs, about 255. Blocked: partials 2^26*rs and -2^26*rs,
-// sum +0.
+// Inputs on which the blocked order loses the whole sum: x = 1 (every row's rstd is the same
+// rs), dy = +2^26 in row 0, -2^26 in row kDwRowBlock, 1 elsewhere; 2 * kDwRowBlock rows of
+// `width`. The exact sum is 2 * (kDwRowBlock - 1) * rs, about 510. A chain holding +-2^26*rs
+// (ulp 4) absorbs each +rs: one chain over all rows keeps the second block's ones (about 255);
+// the blocks' partials 2^26*rs and -2^26*rs add to +0.
 inline ws1::Tensors absorbing_dweight_inputs(std::int64_t width, const ws1::Tensor& weight) {
   const std::int64_t block = ws1::ops::kDwRowBlock, rows = 2 * block;
   ws1::Tensor x(ws1::DType::kBF16, {rows, width}), dy(ws1::DType::kBF16, {rows, width});

@@ -23,6 +23,7 @@
 #include "ws1/evidence.hpp"
 #include "ws1/fixture.hpp"
 #include "ws1/op.hpp"
+#include "ws1/reference.hpp"
 #include "ws1/runner.hpp"
 
 namespace ws1 {
@@ -72,13 +73,14 @@ struct AuditBackend {
 // ---- The build's rows (each runs its check now) ---------------------------------------------
 
 // Gold provenance (spec §3.1 condition 4, §9.3; DESIGN §3.2): the contract's reference_dtype
-// is float32, and each op's FP32 reference, run forward (and backward where the op has
-// gradients) on the op's short fixture of `catalogue` (run.lock must pin it), gives every
+// is float32, and each op's FP32 reference from `reference` (the engine accuracy runs use),
+// run forward (and backward where the op has gradients) on the op's short fixture of
+// `catalogue` (run.lock must pin it), gives every
 // declared output with that dtype (ws1::check_reference_dtype). A fixture the lock refuses is
 // an Error; a reference that fails, misses an output or has another dtype is non-conformant.
 Result<AuditRow> audit_gold_provenance(const RunContext& run,
                                        std::span<const FixtureSpec> catalogue,
-                                       std::span<const Op* const> ops);
+                                       std::span<const Op* const> ops, ReferenceEngine& reference);
 
 // det_gemm accumulation (spec §9.2, DESIGN §3.1): what the contract declares, and the
 // declared-tree probe (ws1/declared_order.hpp) on every backend present. Declared Option B

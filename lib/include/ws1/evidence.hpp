@@ -190,7 +190,7 @@ struct MetricResult {
 
 // Where an accuracy cell's FP32 reference came from (ws1/reference.hpp).
 struct ReferenceProvenance {
-  std::string engine;                    // "cpu_fp32 (lib/ops reference)", "cuda_fp32 (...)"
+  std::string engine;                    // "cpu_fp32 (lib/ref)", "cuda_fp32 (...)"
   std::optional<std::string> math_mode;  // the cuBLAS math mode read back where cuBLAS ran
 };
 

@@ -1,5 +1,5 @@
-// One op of the catalogue (DESIGN §6): its spec, its FP32 reference (spec §3.1) and its
-// cpu_bf16 candidate. Each op lives in one file, lib/ops/<name>.cpp.
+// One op of the catalogue (DESIGN §6): its spec and its cpu_bf16 candidate, in
+// lib/ops/<name>.cpp; its FP32 reference (spec §3.1) is lib/ref/<name>.cpp's.
 //
 // Tensors travel by name. Forward inputs are the fixture's tensors (bf16 activations and
 // weights, int64 ids). Backward additionally reads the upstream gradient of each output as
@@ -119,9 +119,10 @@ class Op {
     return {};
   }
 
-  // FP32 reference: same inputs upcast, original definition in FP32, FP32 outputs.
-  virtual Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const = 0;
-  virtual Result<Tensors> reference_backward(const Tensors& in, const OpContext& ctx) const = 0;
+  // FP32 reference (spec §3.1): ws1::ref's for this op (ws1/ref.hpp, lib/ref/<op>.cpp),
+  // written from the definition and sharing no code with the candidate below.
+  Result<Tensors> reference_forward(const Tensors& in, const OpContext& ctx) const;
+  Result<Tensors> reference_backward(const Tensors& in, const OpContext& ctx) const;
 
   // cpu_bf16 candidate: bf16 in/out, FP32 accumulation, fixed reduction order, deterministic.
   virtual Result<Tensors> cpu_forward(const Tensors& in, const OpContext& ctx) const = 0;

@@ -1,5 +1,5 @@
 // Where an accuracy cell's FP32 reference is computed (spec §3.1, DESIGN §3.2). The CPU engine
-// runs every op's reference_forward / reference_backward (lib/ops). A device engine (cuda_fp32,
+// runs every op's reference of lib/ref (ws1/ref.hpp). A device engine (cuda_fp32,
 // cuda/reference) computes the ops it takes on the GPU — FP32 arithmetic, GEMMs through cuBLAS
 // FP32 with pedantic math, TF32 off — and hands the others to the CPU engine. Every accuracy cell
 // records which engine produced its reference (evidence cell.reference), and the gold-dtype
@@ -29,7 +29,7 @@ class ReferenceEngine {
   virtual Result<ReferenceResult> backward(const Op& op, const Tensors& in, const OpContext& ctx) = 0;
 };
 
-// Every op's lib/ops reference on the CPU.
+// Every op's lib/ref reference on the CPU.
 std::unique_ptr<ReferenceEngine> make_cpu_reference();
 
 }  // namespace ws1
