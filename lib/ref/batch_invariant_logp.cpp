@@ -9,18 +9,8 @@
 
 namespace ws1::ref {
 
-Tensors batch_invariant_logp_forward(const Call& call) {
-  LogitRows x = read_logit_rows(call, true, false);
-  std::vector<float> logp = selected_logp_rows(x.logits, x.rows, x.vocab, x.targets, x.skip, call.ctx().threads);
-  return {{"logp", f32_tensor(x.lead, std::move(logp))}};
-}
+Tensors batch_invariant_logp_forward(const Call& call) { return selected_logp_forward(call, true); }
 
-Tensors batch_invariant_logp_backward(const Call& call) {
-  LogitRows x = read_logit_rows(call, true, true);
-  Shape shape = x.lead;
-  shape.push_back(x.vocab);
-  selected_logp_gradient_rows(x.logits, x.rows, x.vocab, x.targets, x.skip, x.dy, call.ctx().threads);
-  return {{"dlogits", f32_tensor(shape, std::move(x.logits))}};
-}
+Tensors batch_invariant_logp_backward(const Call& call) { return selected_logp_backward(call, true); }
 
 }  // namespace ws1::ref

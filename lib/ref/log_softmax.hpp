@@ -14,6 +14,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "support.hpp"
@@ -155,6 +156,23 @@ inline LogitRows read_logit_rows(const Call& call, bool honour_ignore_index, boo
   }
   x.logits = call.floats("logits");
   return x;
+}
+
+// The selected-logp forward ("logp" [...]) and backward ("dlogits" [..., V]) of logp and, with
+// `honour_ignore_index`, batch_invariant_logp.
+inline Tensors selected_logp_forward(const Call& call, bool honour_ignore_index) {
+  LogitRows x = read_logit_rows(call, honour_ignore_index, false);
+  std::vector<float> logp = selected_logp_rows(x.logits, x.rows, x.vocab, x.targets, x.skip, call.ctx().threads);
+  return {{"logp", f32_tensor(x.lead, std::move(logp))}};
+}
+
+inline Tensors selected_logp_backward(const Call& call, bool honour_ignore_index) {
+  LogitRows x = read_logit_rows(call, honour_ignore_index, true);
+  Shape shape = x.lead;
+  shape.push_back(x.vocab);
+  // The widened logits become the gradient in place: no second [T, V] buffer.
+  selected_logp_gradient_rows(x.logits, x.rows, x.vocab, x.targets, x.skip, x.dy, call.ctx().threads);
+  return {{"dlogits", f32_tensor(shape, std::move(x.logits))}};
 }
 
 }  // namespace ws1::ref

@@ -6,19 +6,8 @@
 
 namespace ws1::ref {
 
-Tensors logp_forward(const Call& call) {
-  LogitRows x = read_logit_rows(call, false, false);
-  std::vector<float> logp = selected_logp_rows(x.logits, x.rows, x.vocab, x.targets, x.skip, call.ctx().threads);
-  return {{"logp", f32_tensor(x.lead, std::move(logp))}};
-}
+Tensors logp_forward(const Call& call) { return selected_logp_forward(call, false); }
 
-Tensors logp_backward(const Call& call) {
-  LogitRows x = read_logit_rows(call, false, true);
-  Shape shape = x.lead;
-  shape.push_back(x.vocab);
-  // The widened logits become the gradient in place: no second [T, V] buffer.
-  selected_logp_gradient_rows(x.logits, x.rows, x.vocab, x.targets, x.skip, x.dy, call.ctx().threads);
-  return {{"dlogits", f32_tensor(shape, std::move(x.logits))}};
-}
+Tensors logp_backward(const Call& call) { return selected_logp_backward(call, false); }
 
 }  // namespace ws1::ref
