@@ -16,6 +16,7 @@
 #include "run_support.hpp"
 #include "workload_context.hpp"
 #include "ws1/runner.hpp"
+#include "ws1/plan.hpp"
 #include "ws1/safetensors.hpp"
 
 namespace ws1cli {
@@ -152,20 +153,15 @@ int run(const AccuracyOptions& o) {
       s.evidence.cells.push_back(std::move(cell).value());
     }
   } else {
+    auto steps = ws1::plan_cells(s.workload.catalogue, s.workload.manifest.file, {*ops, *judgments, *tiers, {}, std::nullopt});
+    if (!steps) return report(steps.error());
     ws1::FixtureGenerator generator({o.threads});
-    for (const ws1::Op* op : *ops) {
-      for (ws1::Judgment j : *judgments) {
-        for (ws1::Tier tier : *tiers) {
-          for (const auto& spec : s.workload.catalogue) {
-            if (spec.op != op->name() || spec.tier != tier) continue;
-            auto in = ws1::generated_inputs(s.run, generator, spec);
-            if (!in) return report(in.error());
-            auto cell = run_cell(s, *op, j, *in, dump.get());
-            if (!cell) return report(cell.error());
-            s.evidence.cells.push_back(std::move(cell).value());
-          }
-        }
-      }
+    for (const ws1::PlannedStep& step : *steps) {
+      auto in = ws1::generated_inputs(s.run, generator, *step.fixture);
+      if (!in) return report(in.error());
+      auto cell = run_cell(s, *step.op, step.judgment, *in, dump.get());
+      if (!cell) return report(cell.error());
+      s.evidence.cells.push_back(std::move(cell).value());
     }
   }
   if (s.evidence.cells.empty())

@@ -27,6 +27,7 @@
 #include "run_session.hpp"
 #include "run_support.hpp"
 #include "ws1/invariance.hpp"
+#include "ws1/plan.hpp"
 #include "ws1/report.hpp"
 #include "ws1/runner.hpp"
 
@@ -83,47 +84,25 @@ ws1::Result<std::vector<const ws1::Op*>> gate_ops(const std::string& value) {
   return ops;
 }
 
-// One unit of work: an accuracy cell (one fixture), or every transform of an invariance
-// judgment of an op (the runner makes the canonical run once for all of them).
+// A planned step (ws1/plan.hpp) of one backend's session.
 struct Step {
   Session* session = nullptr;
-  const ws1::Op* op = nullptr;
-  ws1::Judgment judgment = ws1::Judgment::kForwardAccuracy;
-  const ws1::FixtureSpec* fixture = nullptr;
-  std::vector<ws1::Transform> transforms;  // invariance only
-  std::size_t cells = 1;                   // what the progress line counts: fixtures, transforms
+  ws1::PlannedStep planned;
   std::string label;
 };
 
 ws1::Result<std::vector<Step>> plan(const std::vector<std::unique_ptr<Session>>& sessions,
                                     const std::vector<const ws1::Op*>& ops) {
+  // As `accuracy --tier all` and `invariance --transform all`.
+  const ws1::CellSelection all = ws1::whole_matrix(ops);
   std::vector<Step> steps;
   for (const auto& s : sessions) {
-    const std::string backend = s->backend->name();
-    for (const ws1::Op* op : ops) {
-      for (ws1::Judgment j : {ws1::Judgment::kForwardAccuracy, ws1::Judgment::kGradientAccuracy})
-        for (ws1::Tier tier : {ws1::Tier::kShort, ws1::Tier::kPrimary, ws1::Tier::kLong})
-          for (const auto& spec : s->workload.catalogue)
-            if (spec.op == op->name() && spec.tier == tier)
-              steps.push_back({s.get(), op, j, &spec, {}, 1,
-                               fmt::format("{} {} {}", backend, ws1::contract_name(j), spec.id)});
-      const auto invs = ws1::invariance_fixtures(s->workload.catalogue, op->name());
-      if (invs.empty())
-        return ws1::bad_input(s->workload.manifest.file, std::string(op->name()),
-                              "no invariance fixture for this op");
-      for (const ws1::FixtureSpec* inv : invs)
-        for (ws1::Judgment j : {ws1::Judgment::kForwardInvariance, ws1::Judgment::kGradientInvariance}) {
-          // Every transform the op has in this direction (tp2 only where there is a K to split),
-          // as `ws1check invariance --transform all`.
-          std::vector<ws1::Transform> ts;
-          for (ws1::Transform t : ws1::all_transforms()) {
-            auto na = ws1::transform_not_applicable(*op, t, ws1::direction_of(j));
-            if (!na || na->listed) ts.push_back(t);
-          }
-          const std::size_t n = ts.size();
-          steps.push_back({s.get(), op, j, inv, std::move(ts), n,
-                           fmt::format("{} {} {} ({} transforms)", backend, ws1::contract_name(j), inv->id, n)});
-        }
+    auto planned = ws1::plan_cells(s->workload.catalogue, s->workload.manifest.file, all);
+    if (!planned) return planned.error();
+    for (ws1::PlannedStep& p : *planned) {
+      std::string label = fmt::format("{} {} {}", s->backend->name(), ws1::contract_name(p.judgment), p.fixture->id);
+      if (p.invariance()) label += fmt::format(" ({} transforms)", p.transforms.size());
+      steps.push_back({s.get(), std::move(p), std::move(label)});
     }
   }
   return steps;
@@ -172,17 +151,18 @@ StepsRun run_steps(std::span<const Step> steps, unsigned threads, Progress& prog
     progress.show(0, st.label);
     const auto t0 = Clock::now();
     std::vector<ws1::Cell> cells;
-    if (st.transforms.empty()) {
-      auto cell = ws1::run_accuracy_cell(st.session->run, generator, *st.session->backend, *st.op, st.judgment,
-                                         *st.fixture);
+    const ws1::PlannedStep& p = st.planned;
+    if (!p.invariance()) {
+      auto cell = ws1::run_accuracy_cell(st.session->run, generator, *st.session->backend, *p.op, p.judgment,
+                                         *p.fixture);
       if (!cell) {
         r.error = cell.error();
         break;
       }
       cells.push_back(std::move(cell).value());
     } else {
-      auto inv = ws1::run_invariance_cells(st.session->run, generator, *st.session->backend, *st.op, st.judgment,
-                                           st.transforms, *st.fixture);
+      auto inv = ws1::run_invariance_cells(st.session->run, generator, *st.session->backend, *p.op, p.judgment,
+                                           p.transforms, *p.fixture);
       if (!inv) {
         r.error = inv.error();
         break;
@@ -196,7 +176,7 @@ StepsRun run_steps(std::span<const Step> steps, unsigned threads, Progress& prog
       r.seconds[c.id] = secs / static_cast<double>(cells.size());
       r.cells.push_back(std::move(c));
     }
-    progress.show(st.cells, st.label);
+    progress.show(p.cells(), st.label);
   }
   return r;
 }
@@ -346,7 +326,7 @@ int run(const GateOptions& o) {
   if (!steps) return report(steps.error());
 
   std::size_t total = 0;
-  for (const auto& st : *steps) total += st.cells;
+  for (const auto& st : *steps) total += st.planned.cells();
   const bool quiet = o.quiet || spdlog::get_level() >= spdlog::level::err;
   Progress progress(!quiet && isatty(STDERR_FILENO) != 0, total);
   StepsRun ran = run_all(*steps, o.threads, o.overlap_backends && sessions.size() > 1, progress);

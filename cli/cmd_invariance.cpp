@@ -12,6 +12,7 @@
 #include "run_session.hpp"
 #include "run_support.hpp"
 #include "ws1/invariance.hpp"
+#include "ws1/plan.hpp"
 
 namespace ws1cli {
 namespace {
@@ -22,19 +23,6 @@ struct InvarianceOptions {
   bool json = false;
   unsigned threads = 0;
 };
-
-// The transforms of `op` for `direction`: one by name (an inapplicable one becomes an N/A
-// cell), or all those the op has (tp2 only where there is a K to split).
-std::vector<ws1::Transform> transforms_for(const ws1::Op& op, ws1::Direction d,
-                                           std::optional<ws1::Transform> one) {
-  if (one) return {*one};
-  std::vector<ws1::Transform> v;
-  for (ws1::Transform t : ws1::all_transforms()) {
-    auto na = ws1::transform_not_applicable(op, t, d);
-    if (!na || na->listed) v.push_back(t);
-  }
-  return v;
-}
 
 int run(const InvarianceOptions& o) {
   auto judgments = judgments_for(o.direction, ws1::Judgment::kForwardInvariance,
@@ -55,22 +43,18 @@ int run(const InvarianceOptions& o) {
   if (!session) return report(session.error());
   Session& s = **session;
 
+  // One transform by name (an inapplicable one becomes an N/A cell), or every one the op has.
+  auto steps = ws1::plan_cells(s.workload.catalogue, s.workload.manifest.file, {*ops, {}, {}, *judgments, one});
+  if (!steps) return report(steps.error());
   ws1::FixtureGenerator generator({o.threads});
-  for (const ws1::Op* op : *ops) {
-    const auto specs = ws1::invariance_fixtures(s.workload.catalogue, op->name());
-    if (specs.empty())
-      return report(ws1::bad_input(s.workload.manifest.file, std::string(op->name()),
-                                   "no invariance fixture for this op"));
-    for (const ws1::FixtureSpec* spec : specs)
-      for (ws1::Judgment j : *judgments) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const auto transforms = transforms_for(*op, ws1::direction_of(j), one);
-        auto cells = ws1::run_invariance_cells(s.run, generator, *s.backend, *op, j, transforms, *spec);
-        if (!cells) return report(cells.error());
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        spdlog::info("{} {} ({} cells, {:.1f} s)", spec->id, ws1::contract_name(j), cells->size(), secs);
-        for (auto& c : *cells) s.evidence.cells.push_back(std::move(c));
-      }
+  for (const ws1::PlannedStep& step : *steps) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto cells = ws1::run_invariance_cells(s.run, generator, *s.backend, *step.op, step.judgment, step.transforms,
+                                           *step.fixture);
+    if (!cells) return report(cells.error());
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spdlog::info("{} {} ({} cells, {:.1f} s)", step.fixture->id, ws1::contract_name(step.judgment), cells->size(), secs);
+    for (auto& c : *cells) s.evidence.cells.push_back(std::move(c));
   }
   return finish_run(s.evidence, o.out, "invariance-" + s.backend->name(), o.json);
 }

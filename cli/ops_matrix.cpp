@@ -9,6 +9,7 @@
 #include "ws1/invariance.hpp"
 #include "ws1/op.hpp"
 #include "ws1/op_catalogue.hpp"
+#include "ws1/plan.hpp"
 
 namespace ws1cli {
 namespace {
@@ -38,35 +39,31 @@ int print_matrix(const std::string& workload, const std::string& op_filter) {
       row(std::string(info.name), "N/A", "no implementation in this build");
       continue;
     }
-    for (ws1::Judgment j : {ws1::Judgment::kForwardAccuracy, ws1::Judgment::kGradientAccuracy}) {
-      const bool bwd = j == ws1::Judgment::kGradientAccuracy;
-      for (const auto& spec : ctx->catalogue) {
-        if (spec.op != info.name || spec.tier == ws1::Tier::kInvariance) continue;
-        const std::string id = fmt::format("{}/{}", ws1::contract_name(j), spec.id);
-        if ((bwd ? op->gradients() : op->outputs()).empty())
+    auto steps = ws1::plan_cells(ctx->catalogue, ctx->manifest.file, ws1::whole_matrix({op}));
+    if (!steps) return report(steps.error());
+    for (const ws1::PlannedStep& step : *steps) {
+      const ws1::Judgment j = step.judgment;
+      const ws1::Direction d = ws1::direction_of(j);
+      if (!step.invariance()) {
+        const std::string id = fmt::format("{}/{}", ws1::contract_name(j), step.fixture->id);
+        if ((d == ws1::Direction::kBackward ? op->gradients() : op->outputs()).empty())
           row(id, "N/A", fmt::format("{} has no backward", info.name));
         else
           row(id, "yes", "");
+        continue;
       }
-    }
-    for (const ws1::FixtureSpec* inv : ws1::invariance_fixtures(ctx->catalogue, info.name)) {
-      const std::string family = ws1::invariance_family_prefix(*inv);
-      for (ws1::Judgment j : {ws1::Judgment::kForwardInvariance, ws1::Judgment::kGradientInvariance}) {
-        const ws1::Direction d = ws1::direction_of(j);
-        const bool params = d == ws1::Direction::kBackward && has_parameter_gradient(*op, *inv);
-        for (ws1::Transform t : ws1::all_transforms()) {
-          const std::string id = fmt::format("{}/{}/{}{}", ws1::contract_name(j), info.name, family,
-                                             ws1::transform_name(t));
-          auto na = ws1::transform_not_applicable(*op, t, d);
-          if (na && !na->listed) continue;
-          if (!na && t == ws1::Transform::kBnPermuted && !ctx->manifest.permutation_enabled)
-            na = ws1::NotApplicable{"the workload disables batch_permutation"};
-          row(id, na ? "N/A" : "yes", na ? na->reason : "");
-          if (params && !na)
-            row(id + "/parameters", ws1::transform_judges_parameters(t) ? "yes" : "N/A",
-                ws1::transform_judges_parameters(t) ? ""
-                                                    : std::string(ws1::kParametersRegroupedReason));
-        }
+      const std::string family = ws1::invariance_family_prefix(*step.fixture);
+      const bool params = d == ws1::Direction::kBackward && has_parameter_gradient(*op, *step.fixture);
+      for (ws1::Transform t : step.transforms) {
+        const std::string id = fmt::format("{}/{}/{}{}", ws1::contract_name(j), info.name, family,
+                                           ws1::transform_name(t));
+        auto na = ws1::transform_not_applicable(*op, t, d);
+        if (!na && t == ws1::Transform::kBnPermuted && !ctx->manifest.permutation_enabled)
+          na = ws1::NotApplicable{"the workload disables batch_permutation"};
+        row(id, na ? "N/A" : "yes", na ? na->reason : "");
+        if (params && !na)
+          row(id + "/parameters", ws1::transform_judges_parameters(t) ? "yes" : "N/A",
+              ws1::transform_judges_parameters(t) ? "" : std::string(ws1::kParametersRegroupedReason));
       }
     }
   }
