@@ -9,21 +9,9 @@ namespace {
 const std::vector<CudaOp>& table() {
   static const std::vector<CudaOp> ops = [] {
     std::vector<CudaOp> v;
-    // ---- one line per implemented op (keep catalogue order) ----
-    v.push_back(embedding_cuda());
-    v.push_back(rms_norm_cuda());
-    v.push_back(qk_norm_cuda());
-    v.push_back(det_gemm_cuda());
-    v.push_back(rope_cuda());
-    v.push_back(attention_cuda());
-    v.push_back(silu_cuda());
-    v.push_back(swiglu_cuda());
-    v.push_back(lm_head_cuda());
-    v.push_back(logp_cuda());
-    v.push_back(batch_invariant_logp_cuda());
-    v.push_back(pack_cuda());
-    v.push_back(linear_logp_cuda());
-    // ---- end of op list ----
+#define WS1_PUSH_CUDA_OP(name) v.push_back(name##_cuda());
+    WS1_OP_LIST(WS1_PUSH_CUDA_OP)
+#undef WS1_PUSH_CUDA_OP
     return v;
   }();
   return ops;

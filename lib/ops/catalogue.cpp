@@ -1,6 +1,7 @@
 #include <array>
 
 #include "ws1/op_catalogue.hpp"
+#include "ws1/op_list.hpp"
 
 namespace ws1 {
 namespace {
@@ -32,6 +33,18 @@ constexpr std::array<OpInfo, 13> kOps{{
     {"linear_logp", "logprob", false, "logp of h @ W^T without materialising logits, FP32 out",
      "dh, dW"},
 }};
+
+// The entries are the ops of ws1/op_list.hpp, in its order.
+#define WS1_OP_NAME(name) std::string_view{#name},
+constexpr std::array kListed{WS1_OP_LIST(WS1_OP_NAME)};
+#undef WS1_OP_NAME
+constexpr bool same_names() {
+  if (kListed.size() != kOps.size()) return false;
+  for (std::size_t i = 0; i < kOps.size(); ++i)
+    if (kOps[i].name != kListed[i]) return false;
+  return true;
+}
+static_assert(same_names(), "kOps and WS1_OP_LIST (ws1_op_names in meson.build) must name the same ops in the same order");
 
 }  // namespace
 

@@ -9,21 +9,9 @@ namespace ws1 {
 
 std::span<const Op* const> all_ops() {
   static const std::vector<const Op*> ops = {
-      // ---- one line per implemented op (keep catalogue order) ----
-      &ops::embedding_op(),
-      &ops::rms_norm_op(),
-      &ops::qk_norm_op(),
-      &ops::det_gemm_op(),
-      &ops::rope_op(),
-      &ops::attention_op(),
-      &ops::silu_op(),
-      &ops::swiglu_op(),
-      &ops::lm_head_op(),
-      &ops::logp_op(),
-      &ops::batch_invariant_logp_op(),
-      &ops::pack_op(),
-      &ops::linear_logp_op(),
-      // ---- end of op list ----
+#define WS1_OP_ADDRESS(name) &ops::name##_op(),
+      WS1_OP_LIST(WS1_OP_ADDRESS)
+#undef WS1_OP_ADDRESS
   };
   return ops;
 }

@@ -2,23 +2,13 @@
 #pragma once
 
 #include "ws1/op.hpp"
+#include "ws1/op_list.hpp"
 
 namespace ws1::ops {
 
-// ---- one line per implemented op (keep catalogue order) ----
-const Op& embedding_op();
-const Op& rms_norm_op();
-const Op& qk_norm_op();
-const Op& det_gemm_op();
-const Op& rope_op();
-const Op& attention_op();
-const Op& silu_op();
-const Op& swiglu_op();
-const Op& lm_head_op();
-const Op& logp_op();
-const Op& batch_invariant_logp_op();
-const Op& pack_op();
-const Op& linear_logp_op();
-// ---- end of op list ----
+// <op>_op(), defined in lib/ops/<op>.cpp, for every op of ws1/op_list.hpp.
+#define WS1_DECLARE_OP(name) const Op& name##_op();
+WS1_OP_LIST(WS1_DECLARE_OP)
+#undef WS1_DECLARE_OP
 
 }  // namespace ws1::ops

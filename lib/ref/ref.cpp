@@ -15,14 +15,8 @@ struct Definition {
   Tensors (*backward)(const Call&);
 };
 
-#define WS1_REF_ENTRY(name) Definition{#name, name##_forward, name##_backward}
-constexpr std::array kDefinitions{
-    WS1_REF_ENTRY(embedding), WS1_REF_ENTRY(rms_norm), WS1_REF_ENTRY(qk_norm),
-    WS1_REF_ENTRY(det_gemm),  WS1_REF_ENTRY(rope),     WS1_REF_ENTRY(attention),
-    WS1_REF_ENTRY(silu),      WS1_REF_ENTRY(swiglu),   WS1_REF_ENTRY(lm_head),
-    WS1_REF_ENTRY(logp),      WS1_REF_ENTRY(batch_invariant_logp),
-    WS1_REF_ENTRY(pack),      WS1_REF_ENTRY(linear_logp),
-};
+#define WS1_REF_ENTRY(name) Definition{#name, name##_forward, name##_backward},
+constexpr std::array kDefinitions{WS1_OP_LIST(WS1_REF_ENTRY)};
 #undef WS1_REF_ENTRY
 
 const Definition* find(std::string_view op) {

@@ -11,6 +11,7 @@
 
 #include "ws1/error.hpp"
 #include "ws1/op.hpp"
+#include "ws1/op_list.hpp"
 #include "ws1/tensor.hpp"
 
 namespace ws1::ref {
@@ -65,23 +66,11 @@ void matmul(const float* a, const float* b, float* c, std::int64_t m, std::int64
 // The [cols, rows] transpose of a row-major [rows, cols] matrix.
 std::vector<float> transposed(const std::vector<float>& x, std::int64_t rows, std::int64_t cols);
 
-// ---- the references, one pair per op (lib/ref/<op>.cpp) ----
-#define WS1_REF_OP(name)                        \
-  Tensors name##_forward(const Call& call);   \
+// ---- the references, one pair per op of ws1/op_list.hpp (lib/ref/<op>.cpp) ----
+#define WS1_REF_OP(name)                      \
+  Tensors name##_forward(const Call& call); \
   Tensors name##_backward(const Call& call);
-WS1_REF_OP(embedding)
-WS1_REF_OP(rms_norm)
-WS1_REF_OP(qk_norm)
-WS1_REF_OP(det_gemm)
-WS1_REF_OP(rope)
-WS1_REF_OP(attention)
-WS1_REF_OP(silu)
-WS1_REF_OP(swiglu)
-WS1_REF_OP(lm_head)
-WS1_REF_OP(logp)
-WS1_REF_OP(batch_invariant_logp)
-WS1_REF_OP(pack)
-WS1_REF_OP(linear_logp)
+WS1_OP_LIST(WS1_REF_OP)
 #undef WS1_REF_OP
 
 }  // namespace ws1::ref
