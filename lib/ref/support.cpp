@@ -94,7 +94,15 @@ std::vector<float> transposed(const std::vector<float>& x, std::int64_t rows, st
 
 namespace {
 
-constexpr std::int64_t kCols = 32;  // output columns per task, b's block copied as [k][kCols]
+// The product's inner loops are also compiled for AVX2, chosen at load time: every output is
+// its own chain and nothing is contracted (-ffp-contract=off), so both give the same bits.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define WS1_REF_GEMM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define WS1_REF_GEMM_CLONES
+#endif
+
+constexpr std::int64_t kCols = 16;  // output columns per task, b's block copied as [k][kCols]
 constexpr std::int64_t kRows = 4;   // output rows sharing each copied row of b
 // Products are summed in leaves of kLeaf consecutive k, the leaf sums then added as a balanced
 // tree: the rounding error of a sum over k grows with kLeaf + log2(k / kLeaf), not with k
@@ -105,7 +113,7 @@ constexpr std::int64_t kLeaf = 32;
 // Each leaf's sums go into a binary counter: level l holds the sum of 2^l leaves, and a new
 // leaf carries upward as a counter's bit does, so leaf sums meet in a balanced tree.
 template <int kRowsNow>
-void rows_times_block(const float* a, const float* packed, float* c, std::int64_t i0, std::int64_t k,
+WS1_REF_GEMM_CLONES void rows_times_block(const float* a, const float* packed, float* c, std::int64_t i0, std::int64_t k,
                       std::int64_t n, std::int64_t j0, std::int64_t width) {
   constexpr int kLevels = 48;
   float level[kLevels][kRowsNow][kCols];
@@ -114,8 +122,10 @@ void rows_times_block(const float* a, const float* packed, float* c, std::int64_
     float acc[kRowsNow][kCols] = {};
     for (std::int64_t kk = k0; kk < std::min(k, k0 + kLeaf); ++kk) {
       const float* b = packed + kk * kCols;
+#pragma GCC unroll 8
       for (int r = 0; r < kRowsNow; ++r) {
         const float ar = a[(i0 + r) * k + kk];
+#pragma GCC unroll 32
         for (std::int64_t j = 0; j < kCols; ++j) acc[r][j] = acc[r][j] + ar * b[j];
       }
     }
