@@ -1115,7 +1115,7 @@ inline Status launch_fold(const float* partials, int shards, std::int64_t n, bf1
 // The rule of the vocabulary-sized products (lm_head, linear_logp). The tensor core's FP32
 // accumulation drops low bits at each k16 step (it does not round to nearest); over the
 // vocabulary (lm_head's dhidden, K = 151936) one accumulator came out 5x further from the FP32
-// reference than cpu_bf16 on the H200 (docs/gpu-runs.md). A reduction longer than kLongK
+// reference than cpu_bf16 on the H200 (docs/log/gpu-runs.md). A reduction longer than kLongK
 // therefore runs in shards of kPromoteK k, each from zero, the shard sums added with
 // round-to-nearest FP32 adds in increasing k; the order depends on K alone. The shards of a
 // tile stay on one CTA: the tiles fill the machine at these widths.

@@ -674,7 +674,7 @@ inline void launch_dweight(const bf16* dy, const bf16* x, const float* rstd, flo
 // After a row block's last batch the owners write its partials; the merge kernel adds them in
 // block order. Every operation and its order are the unfused kernels', so the bits are the same
 // (test_gpu "[norm_dweight]").
-// Measured on the H200 (docs/performance.md, "rms_norm / qk_norm backward"): qk_norm's backward
+// Measured on the H200 (docs/log/performance.md, "rms_norm / qk_norm backward"): qk_norm's backward
 // at 8192 tokens x 32 heads went from 0.121 to about 0.10 ms. The same design across a cluster
 // for rms_norm's 4096-wide rows (chunk sums exchanged through distributed shared memory) took
 // 172 us against the row and partials kernels' 120: the per-batch row sums and chains serialise

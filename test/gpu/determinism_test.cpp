@@ -72,7 +72,7 @@ TEST_CASE("every op gives the same bits on 20 runs", "[gpu][determinism]") {
 // Ops whose cuda_bf16 kernels run the cpu_bf16 candidate's exact operations in the same order
 // (rms_norm's declared chunk order in both rounding orders, the pure copies): equal bits on every
 // fixture of the workload. The others differ in the last bits for stated reasons (CUDA's
-// expf/logf, tensor-core summation order; docs/gpu-runs.md). det_gemm is among those: under
+// expf/logf, tensor-core summation order; docs/log/gpu-runs.md). det_gemm is among those: under
 // Option A (decisions D11) a shard's FP32 sum is the wgmma accumulator's on the GPU and one fma
 // chain on the CPU, so the bits may differ; what both must hold (the declared split, M
 // independence, no rounded partial) is checked per backend by the invariance transforms and the

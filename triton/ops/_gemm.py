@@ -15,7 +15,7 @@ batch-invariant over the rows of A. Out-of-range rows, columns and k are loaded 
 
 Long K (K > PROMOTE_ABOVE_K = 4096, as gemm_tiles.cuh's kPromoteAboveK): the tensor core's FP32
 accumulation drops low bits at each step, which grows with the number of steps (lm_head's
-dhidden over V = 151936 went over the contract row on cuda_bf16 before the fix, docs/gpu-runs.md).
+dhidden over V = 151936 went over the contract row on cuda_bf16 before the fix, docs/log/gpu-runs.md).
 So K is cut into SLAB = 512-wide slabs from k = 0; each slab is accumulated from zero on the
 tensor cores and added to a separate FP32 total with a round-to-nearest add, slabs in increasing
 k. The order is fixed by K alone.
