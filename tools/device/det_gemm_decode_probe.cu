@@ -1,5 +1,5 @@
 // det_gemm at decode sizes against cuBLAS, by declared shard count, beside a pure TMA stream of
-// B's column strips (no A, no wgmma): where the decode kernel's time goes (docs/performance.md,
+// B's column strips (no A, no wgmma): where the decode kernel's time goes (docs/log/performance.md,
 // "det_gemm decode"). A standalone probe, not part of the build; on the GPU machine:
 //   nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -o det_gemm_decode_probe \
 //        tools/device/det_gemm_decode_probe.cu -lcublas -lcuda
