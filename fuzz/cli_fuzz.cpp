@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,20 +27,30 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
 
-  // One app for the process, its parse state cleared before each input (CLI11's App::clear, made
-  // for parsing again): building the app is most of an input's time, and the parse under test
-  // does not read the option variables a previous parse left set.
-  static CLI::App app;
-  static ws1cli::GlobalOptions global;
-  static const std::vector<ws1cli::Command> commands = ws1cli::build_cli(app, global);
-  app.clear();
+  // An app serves kInputsPerApp inputs, its parse state cleared before each (CLI11's App::clear,
+  // made for parsing again), then is built anew: building it is most of an input's time, the
+  // parse under test does not read the option variables a previous parse left set, and the
+  // memory a long-lived app gathers across parses stays bounded.
+  constexpr int kInputsPerApp = 1000;
+  struct Cli {
+    CLI::App app;
+    ws1cli::GlobalOptions global;
+    std::vector<ws1cli::Command> commands = ws1cli::build_cli(app, global);
+  };
+  static std::unique_ptr<Cli> cli;
+  static int served = 0;
+  if (!cli || served++ % kInputsPerApp == 0) {
+    cli.reset();
+    cli = std::make_unique<Cli>();
+  }
+  cli->app.clear();
   try {
-    app.parse(static_cast<int>(argv.size()), argv.data());
+    cli->app.parse(static_cast<int>(argv.size()), argv.data());
   } catch (const CLI::ParseError&) {
     return 0;
   }
   // Which command main() would run; it is not run.
-  for (const ws1cli::Command& c : commands)
+  for (const ws1cli::Command& c : cli->commands)
     if (c.app->parsed()) break;
   return 0;
 }
