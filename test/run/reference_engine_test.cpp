@@ -5,6 +5,8 @@
 
 #include "run_test_support.hpp"
 #include "ws1/numeric.hpp"
+#include "ws1/op_catalogue.hpp"
+#include "ws1/ref.hpp"
 #include "ws1/reference.hpp"
 
 using namespace ws1;
@@ -73,4 +75,21 @@ TEST_CASE("a reference engine whose gold is bf16 is an error, not a verdict", "[
   REQUIRE_FALSE(c.ok());
   INFO(c.error().message());
   CHECK(c.error().message().find("float32") != std::string::npos);
+}
+
+TEST_CASE("lib/ref defines every op of the catalogue and refuses another name", "[run][reference]") {
+  for (const OpInfo& info : op_catalogue()) {
+    INFO(info.name);
+    CHECK(ref::defines(info.name));
+  }
+  CHECK_FALSE(ref::defines("no_such_op"));
+  const auto r = ref::forward("no_such_op", {}, OpContext{});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == ExitCode::kBadInput);
+  CHECK_THAT(r.error().message(), Catch::Contains("no_such_op") && Catch::Contains("no FP32 reference"));
+  // A missing input is the reference's own refusal, naming op and tensor (exit 2).
+  const auto m = ref::backward("silu", {}, OpContext{});
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.error().code == ExitCode::kBadInput);
+  CHECK_THAT(m.error().message(), Catch::Contains("silu: x: missing input"));
 }
