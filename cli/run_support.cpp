@@ -115,9 +115,12 @@ std::string worst_text(const ws1::Cell& c) {
   if (worst == nullptr || !c.threshold) return c.reason;
   const std::string at =
       worst->worst ? fmt::format(" at {}", ws1::shape_string(worst->worst->index)) : "";
-  return fmt::format("{}: |err|/allowed {:.3g}{}; max|err| {:.3g}, p99.9 {:.3g}, {} (atol {:.3g}, rtol {:.3g})",
+  // A v3 rule's tolerance is the tensor's own (ws1::AppliedRule), not the cell row's.
+  const double atol = worst->rule ? worst->rule->atol : c.threshold->atol.value_or(0);
+  const double rtol = worst->rule ? worst->rule->rtol : c.threshold->rtol.value_or(0);
+  return fmt::format("{}: |err|/allowed {:.3g}{}; max|err| {:.3g}, p99.9 {:.3g}, {} (atol {:.3g}{}, rtol {:.3g})",
                      worst->name, ratio(*worst), at, worst->abs_error.max, worst->abs_error.p999, ulp_text(*worst),
-                     c.threshold->atol.value_or(0), c.threshold->rtol.value_or(0));
+                     atol, worst->rule ? " = atol_rel x max|ref|" : "", rtol);
 }
 
 }  // namespace

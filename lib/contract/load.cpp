@@ -47,6 +47,14 @@ Contract parse_document(std::string_view text, const std::string& file) {
   c.legacy = contract_detail::parse_legacy(root.find("accuracy"), root.find("batch_invariance"), c);
   if (auto block = root.find(kDeclarationsKey))
     c.declarations = contract_detail::parse_declarations(*block, c.policy);
+  // judgment_rules changes verdicts: v3 carries it, and a v2 file must not (its verdicts are
+  // upstream's rows alone).
+  const auto rules = root.find(kJudgmentRulesKey);
+  if (c.version == "ws1-c1-v3" && !rules)
+    root.fail_at(kJudgmentRulesKey, "required in ws1-c1-v3");
+  if (c.version != "ws1-c1-v3" && rules)
+    rules->fail("a ws1-c1-v3 block; version " + c.version + " is judged by its table rows alone");
+  if (rules) c.rules = contract_detail::parse_rules(*rules);
   return c;
 }
 

@@ -25,6 +25,13 @@ LegacyBlocks parse_legacy(const std::optional<Node>& accuracy,
 // ws1check_declarations, checked against the policy already read.
 Declarations parse_declarations(const Node& block, const PrecisionPolicy& policy);
 
+// judgment_rules (ws1-c1-v3).
+JudgmentRules parse_rules(const Node& block);
+
+// The scale-free gradient rule as the contract must state it (the one ws1check implements).
+inline constexpr std::string_view kScaleFreeDefinition =
+    "|c - r| <= atol_rel * max(abs(r)) + rtol * |r|";
+
 // Report kinds of comparison_roles.by_report_kind: the four judgments plus the chain parity.
 inline constexpr std::string_view kParityReportKind = "train_infer_logprob_parity";
 

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -43,6 +44,19 @@ std::string cell_id(const RunContext& run, const Op& op, Judgment j, const CellI
 Error against_source(Error e, const CellInputs& in, const Op& op) {
   if (in.source_file.empty() || e.file != op.name()) return e;
   return bad_input(in.source_file, e.where, fmt::format("{}: {}", op.name(), e.problem));
+}
+
+// ws1-c1-v3's scale-free gradient rule (judgment_rules.gradient_scale_free): for a gradient
+// tensor of a dtype the rule lists, atol_rel times the tensor's peak |reference|, else nothing.
+std::optional<double> scale_free_atol_rel(const Contract& contract, Judgment judgment, DType candidate) {
+  if (judgment != Judgment::kGradientAccuracy || !contract.rules || !contract.rules->gradient_scale_free)
+    return std::nullopt;
+  const auto t = contract_dtype(candidate);
+  if (!t) return std::nullopt;
+  const auto& by_dtype = contract.rules->gradient_scale_free->atol_rel_by_dtype;
+  const auto it = by_dtype.find(*t);
+  if (it == by_dtype.end()) return std::nullopt;
+  return it->second;
 }
 
 Cell red(Cell cell, std::string reason) {
@@ -145,6 +159,16 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
     }
     auto judged = judge_accuracy(contract, op.name(), d.name, *c, *r, tol);
     if (!judged) return judged.error();
+    Tolerance applied = tol;
+    // The v3 rule needs the tensor's peak |reference|, which the row's judgement records; an
+    // infinite peak cannot scale a bound, and the row stays.
+    if (const auto rel = scale_free_atol_rel(contract, judgment, d.candidate_dtype);
+        rel && judged->reference_max_abs && std::isfinite(*judged->reference_max_abs)) {
+      applied.atol = *rel * *judged->reference_max_abs;
+      judged = judge_accuracy(contract, op.name(), d.name, *c, *r, applied);
+      if (!judged) return judged.error();
+      judged->rule = AppliedRule{"judgment_rules.gradient_scale_free", applied.atol, applied.rtol};
+    }
     AccuracyTensor t = std::move(judged).value();
     // Output dtype policy (spec §2.1, §9.5): the candidate must produce the declared dtype
     // (logprob outputs FP32); a value that passes in the wrong dtype is still red.
@@ -158,7 +182,7 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
                                     dtype_contract_name(d.candidate_dtype)));
     }
     if (!passed(t) && t.comparable && (t.dtype == DType::kBF16 || t.dtype == DType::kF16))
-      t.floor_violations = floor_violations(*r, t.dtype, tol);
+      t.floor_violations = floor_violations(*r, t.dtype, applied);
     cell.accuracy.push_back(std::move(t));
   }
   cell.timing.push_back({"judge", seconds(t2, Clock::now())});

@@ -430,6 +430,69 @@ class BenchPeers(unittest.TestCase):
             self.assertEqual(sorted(os.listdir(d)), ["peers.json"])
 
 
+class ContractDiff(unittest.TestCase):
+    # `env --contract FILE` lists FILE's differences from the shipped contract in force, leaf by
+    # leaf; the edited value is derived from the file (no tolerance literal here).
+    KL = ["chain_logprob_aggregates", "metrics", "approx_kl0", "by_execution_dtype", "bfloat16", "threshold"]
+
+    def test_env_contract_lists_differences_from_the_default(self):
+        default = src("contracts", "ws1-c1-v2.json")
+        with open(default) as f:
+            good = json.load(f)
+        was = good
+        for k in self.KL:
+            was = was[k]
+        doc = json.loads(json.dumps(good))
+        _set(self.KL, was / 2)(doc)
+        doc["review_notes"] = {"reviewer": "someone"}  # the top level is open to new blocks
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "edited.json")
+            with open(path, "w") as f:
+                json.dump(doc, f, indent=2)
+            rc, out, err = run("env", "--contract", path, cwd=ROOT)
+            self.assertEqual(rc, 0, err)
+            lines = out.splitlines()
+            head = [i for i, l in enumerate(lines) if l.startswith("differences from ")]
+            self.assertEqual(len(head), 1, out)
+            self.assertRegex(lines[head[0]], r"^differences from \S*ws1-c1-v2\.json \(ws1-c1-v2\): 2 rows$")
+            self.assertEqual(lines[head[0] + 1:], [
+                f"  {'.'.join(self.KL)}: {json.dumps(was)} -> {json.dumps(was / 2)}",
+                '  review_notes.reviewer: (absent) -> "someone"'])
+
+            rc, out, err = run("env", "--json", "--contract", path, cwd=ROOT)
+            self.assertEqual(rc, 0, err)
+            j = json.loads(out)
+            self.assertEqual(j["contract"]["path"], path)  # the existing keys are unchanged
+            cd = j["contract_diff"]
+            self.assertEqual(cd["base"]["version"], "ws1-c1-v2")
+            self.assertTrue(os.path.samefile(cd["base"]["path"], default))
+            self.assertRegex(cd["base"]["sha256"], r"^[0-9a-f]{64}$")
+            self.assertEqual(cd["rows"], [
+                {"path": ".".join(self.KL), "base": json.dumps(was), "other": json.dumps(was / 2)},
+                {"path": "review_notes.reviewer", "base": None, "other": '"someone"'}])
+
+            # A byte copy of the default: identical, and no contract_diff in the JSON.
+            copy = os.path.join(d, "copy.json")
+            with open(default, "rb") as f, open(copy, "wb") as g:
+                g.write(f.read())
+            rc, out, err = run("env", "--contract", copy, cwd=ROOT)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(out.splitlines()[-1], "identical to the contract in force")
+            rc, out, err = run("env", "--json", "--contract", copy, cwd=ROOT)
+            self.assertEqual(rc, 0, err)
+            self.assertNotIn("contract_diff", json.loads(out))
+
+    def test_default_contract_prints_no_differences(self):
+        for args in ([], ["--contract", src("contracts", "ws1-c1-v2.json")]):
+            rc, out, err = run("env", *args, cwd=ROOT)
+            self.assertEqual(rc, 0, err)
+            self.assertNotIn("differences from", out, args)
+            self.assertNotIn("identical to the contract in force", out, args)
+            rc, out, err = run("env", "--json", *args, cwd=ROOT)
+            self.assertEqual(rc, 0, err)
+            self.assertNotIn("contract_diff", json.loads(out), args)
+
+
 if __name__ == "__main__":
     WS1CHECK = os.path.abspath(sys.argv.pop(1))
     ROOT = os.path.abspath(sys.argv.pop(1))

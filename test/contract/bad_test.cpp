@@ -65,6 +65,8 @@ const std::string GI = "/judgments/gradient_invariance/by_op_class";
 const std::string CH = "/chain_logprob_aggregates";
 const std::string DE = "/ws1check_declarations";
 
+const ojson& v3_pristine();
+
 std::vector<Case> cases() {
   std::vector<Case> c;
   // -- Not JSON / not one document.
@@ -301,6 +303,53 @@ std::vector<Case> cases() {
                "ws1check_declarations.op_classes.rmsnorm", "unknown op"});
   c.push_back({"op_map_unknown_class", set(DE + "/op_classes/det_gemm", "gemm"),
                "ws1check_declarations.op_classes.det_gemm", "unknown op class"});
+  // -- judgment_rules belongs to ws1-c1-v3 only.
+  c.push_back({"v2_with_judgment_rules", set("/judgment_rules", v3_pristine()["judgment_rules"]), "judgment_rules",
+               "a ws1-c1-v3 block"});
+  return c;
+}
+
+// Malformed ws1-c1-v3 judgment rules: the same, starting from the shipped v3 contract.
+const ojson& v3_pristine() {
+  static const ojson doc = ojson::parse(ws1::test::read_text(ws1::test::source_root() / "contracts" / "ws1-c1-v3.json"));
+  return doc;
+}
+Make edit_v3(std::function<void(ojson&)> f) {
+  return [f] {
+    ojson d = v3_pristine();
+    f(d);
+    return d.dump(2);
+  };
+}
+Make set_v3(std::string ptr, ojson v) {
+  return edit_v3([ptr, v](ojson& d) { d[Ptr(ptr)] = v; });
+}
+
+std::vector<Case> v3_cases() {
+  const std::string SF = "/judgment_rules/gradient_scale_free";
+  const std::string sf = "judgment_rules.gradient_scale_free";
+  std::vector<Case> c;
+  c.push_back({"v3_without_rules", edit_v3([](ojson& d) { d.erase("judgment_rules"); }), "judgment_rules",
+               "required in ws1-c1-v3"});
+  c.push_back({"v3_rules_format", set_v3("/judgment_rules/format", "ws1-judgment-rules-v9"), "judgment_rules.format",
+               "unknown format"});
+  c.push_back({"v3_unknown_rule", set_v3("/judgment_rules/forward_relative", ojson::object()),
+               "judgment_rules.forward_relative", "unknown key"});
+  c.push_back({"v3_scale_free_definition", set_v3(SF + "/definition", "|c - r| <= atol_rel * rms(r)"),
+               sf + ".definition", "not the one ws1check implements"});
+  c.push_back({"v3_scale_free_unknown_key", set_v3(SF + "/atol_rel", 0.5), sf + ".atol_rel", "unknown key"});
+  c.push_back({"v3_scale_free_no_dtype", set_v3(SF + "/atol_rel_by_dtype", ojson::object()),
+               sf + ".atol_rel_by_dtype", "at least one dtype"});
+  c.push_back({"v3_scale_free_unknown_dtype", set_v3(SF + "/atol_rel_by_dtype/bfloat8", 0.5),
+               sf + ".atol_rel_by_dtype.bfloat8", "unknown dtype"});
+  c.push_back({"v3_scale_free_vacuous", set_v3(SF + "/atol_rel_by_dtype/bfloat16", 1), sf + ".atol_rel_by_dtype.bfloat16",
+               "an all-zero candidate would pass"});
+  c.push_back({"v3_scale_free_negative", set_v3(SF + "/atol_rel_by_dtype/bfloat16", -0.5),
+               sf + ".atol_rel_by_dtype.bfloat16", "must be >= 0"});
+  c.push_back({"v3_provenance_mode", set_v3(SF + "/provenance/mode", "guess"), sf + ".provenance.mode",
+               "unknown mode of adoption"});
+  c.push_back({"v3_measured_without_commit", edit_v3([SF](ojson& d) { d[Ptr(SF + "/provenance")].erase("commit"); }),
+               sf + ".provenance.commit", "a measured calibration names its commit"});
   return c;
 }
 
@@ -330,6 +379,19 @@ TEST_CASE("malformed contracts: one error naming the file and the json path", "[
   const auto all = cases();
   CHECK(all.size() >= 20);
   for (const auto& c : all) {
+    DYNAMIC_SECTION(c.name) {
+      const auto p = ws1::test::write_scratch(c.name, c.make());
+      check_error(ws1::load_contract(p), p.string(), c.where, c.problem);
+    }
+  }
+}
+
+TEST_CASE("malformed ws1-c1-v3 judgment rules: one error naming the file and the json path", "[contract][bad]") {
+  const auto baseline = ws1::test::write_scratch("v3_baseline", v3_pristine().dump(2));
+  const auto ok = ws1::load_contract(baseline);
+  INFO((ok.ok() ? std::string() : ok.error().message()));
+  REQUIRE(ok.ok());
+  for (const auto& c : v3_cases()) {
     DYNAMIC_SECTION(c.name) {
       const auto p = ws1::test::write_scratch(c.name, c.make());
       check_error(ws1::load_contract(p), p.string(), c.where, c.problem);

@@ -1,6 +1,7 @@
 // The three contract files load unchanged, and every value the loader reports equals the value
 // an independent JSON reader (nlohmann) finds in the file. No tolerance is written here.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <regex>
 
 #include "contract_test_support.hpp"
@@ -354,6 +355,7 @@ TEST_CASE("a ws1-c1-v3 contract with mean_abs_dlogp loads", "[contract]") {
       {"pass_rule", "value <= threshold"},
       {"by_execution_dtype", metrics["max_abs_dlogp"]["by_execution_dtype"]}};
   doc["chain_logprob_aggregates"]["sole_chain_level_logprob_metrics"].push_back("mean_abs_dlogp");
+  doc["judgment_rules"] = ws1::test::read_json(ws1::test::source_root() / "contracts" / "ws1-c1-v3.json")["judgment_rules"];
   const auto p = ws1::test::write_scratch("v3_mean_abs", doc.dump(2));
   const Contract c = load_ok(p);
   CHECK(c.version == "ws1-c1-v3");
@@ -362,6 +364,43 @@ TEST_CASE("a ws1-c1-v3 contract with mean_abs_dlogp loads", "[contract]") {
   CHECK(*th ==
         metrics["max_abs_dlogp"]["by_execution_dtype"]["bfloat16"]["threshold"].get<double>());
   CHECK(c.chain.gated_metrics.back() == ws1::ChainMetric::kMeanAbsDlogp);
+}
+
+TEST_CASE("the shipped ws1-c1-v3 is ws1-c1-v2 plus the chain metrics of spec 11.2 and its judgment rules",
+          "[contract]") {
+  const auto v3_path = ws1::test::source_root() / "contracts" / "ws1-c1-v3.json";
+  const Contract c = load_ok(v3_path);
+  const ojson doc = ws1::test::read_json(v3_path);
+  CHECK(c.version == "ws1-c1-v3");
+  // Its rows are v2's, row for row (the tables, legacy blocks, policy and roles unchanged).
+  const ojson v2 = ws1::test::read_json(ws1::test::our_contract());
+  for (const char* key : {"policy", "comparison_roles", "judgments", "accuracy", "batch_invariance"}) {
+    INFO(key);
+    CHECK(doc[key] == v2[key]);
+  }
+  check_judgments(c, doc);
+  // The chain metrics as the file states them, mean_abs_dlogp gated.
+  for (const auto& [name, metric] : doc["chain_logprob_aggregates"]["metrics"].items()) {
+    const auto m = ws1::chain_metric_from_name(name);
+    REQUIRE(m);
+    for (const auto& [dt, entry] : metric["by_execution_dtype"].items()) {
+      const auto th = c.chain_threshold(*m, *ws1::contract_dtype_from_name(dt));
+      REQUIRE(th.ok());
+      CHECK(*th == entry["threshold"].get<double>());
+    }
+  }
+  CHECK(std::find(c.chain.gated_metrics.begin(), c.chain.gated_metrics.end(), ws1::ChainMetric::kMeanAbsDlogp) !=
+        c.chain.gated_metrics.end());
+  // The scale-free gradient rule and its provenance.
+  REQUIRE(c.rules);
+  REQUIRE(c.rules->gradient_scale_free);
+  const ojson& sf = doc["judgment_rules"]["gradient_scale_free"];
+  CHECK(c.rules->gradient_scale_free->atol_rel_by_dtype.at(ws1::ContractDType::kBFloat16) ==
+        sf["atol_rel_by_dtype"]["bfloat16"].get<double>());
+  CHECK(c.rules->gradient_scale_free->provenance.mode == str(sf["provenance"]["mode"]));
+  CHECK(c.rules->gradient_scale_free->provenance.command == str(sf["provenance"]["command"]));
+  // v2 has no rules.
+  CHECK_FALSE(load_ok(ws1::test::our_contract()).rules);
 }
 
 TEST_CASE("vocabulary round-trips through its spellings", "[contract]") {

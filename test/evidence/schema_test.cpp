@@ -139,6 +139,10 @@ const std::set<std::pair<std::string, std::string>> kVersionedKeys = {
     {"#/$defs/accuracy_tensor", "zeros_pass"},       {"#/$defs/accuracy_tensor", "bias_ulp"},
     {"#/properties/summary", "vacuous"}};
 
+// Keys written only where they apply to the run, never as null: a tensor's `rule` exists only
+// under a contract with judgment_rules (ws1-c1-v3), so that v2 artifacts keep their keys.
+const std::set<std::pair<std::string, std::string>> kConditionalKeys = {{"#/$defs/accuracy_tensor", "rule"}};
+
 // Every object schema with properties requires all of them: the writer always emits every
 // key (absent values are explicit nulls), so optional keys would hide a writer bug.
 void check_required_equals_properties(element s, const std::string& path) {
@@ -155,6 +159,8 @@ void check_required_equals_properties(element s, const std::string& path) {
     for (element r : required.get_array()) req.emplace(std::string_view(r));
     for (const auto& [at, key] : kVersionedKeys)
       if (at == path) req.emplace(key);
+    for (const auto& [at, key] : kConditionalKeys)
+      if (at == path) declared.erase(key);
     INFO(path);
     CHECK(declared == req);
     element ap;
@@ -208,6 +214,9 @@ TEST_CASE("schema: the written artifact conforms", "[evidence]") {
     t.abs_error = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
                    -std::numeric_limits<double>::infinity(), -0.0};
     e.cells[2].metrics.push_back({"nan_metric", std::numeric_limits<double>::quiet_NaN(), 1.0, "x"});
+  }
+  SECTION("with a tensor judged by a v3 rule") {
+    e.cells[0].accuracy.front().rule = ws1::AppliedRule{"judgment_rules.gradient_scale_free", 0.11328125, 0.02};
   }
   auto text = ws1::evidence_json(e);
   INFO((text.ok() ? std::string() : text.error().message()));

@@ -253,3 +253,41 @@ TEST_CASE("abs_dlogp_histogram: zero, decades, above one, non-finite", "[parity]
   for (const auto& [bin, n] : h) total += n;
   CHECK(total == 8);
 }
+
+TEST_CASE("logprob pairs under ws1-c1-v3: a uniform drift inside v2's max_abs_dlogp is red by mean_abs_dlogp "
+          "and approx_kl0; its faithful twin stays green", "[parity][logprobs][contract_v3]") {
+  auto loaded = load_contract(test::source_root() / "contracts" / "ws1-c1-v3.json");
+  REQUIRE(loaded.ok());
+  const Contract& v3 = *loaded;
+  const auto bf16 = v3.policy.execution_dtype;
+  const double max_abs = *v3.chain_threshold(ChainMetric::kMaxAbsDlogp, bf16);
+  const double mean_abs = *v3.chain_threshold(ChainMetric::kMeanAbsDlogp, bf16);
+  const double kl = *v3.chain_threshold(ChainMetric::kApproxKl0, bf16);
+  // Every token off by 3/4 of max_abs_dlogp: the v2 gate (max only, kl at 5e-2) passes it;
+  // mean |d| = 0.75 max_abs and approx_kl0 ~ d^2 / 2 exceed v3's thresholds.
+  const float d = static_cast<float>(0.75 * max_abs);
+  REQUIRE(d > mean_abs);
+  REQUIRE(0.5 * d * d > kl);
+  LogprobPairs drift, twin;
+  drift.source = "drift.jsonl";
+  twin.source = "twin.jsonl";
+  for (int i = 0; i < 1000; ++i) {
+    const float l = -0.5f - 0.001f * static_cast<float>(i);
+    drift.lhs.push_back(l);
+    drift.rhs.push_back(l - d);
+    twin.lhs.push_back(l);
+    twin.rhs.push_back(i % 8 == 0 ? l - 1.0f / 1024 : l);  // a few tokens at 2^-10
+  }
+  auto old = logprob_pairs_cell(contract(), drift, false);
+  REQUIRE(old.ok());
+  CHECK(old->verdict == Verdict::kGreen);
+  auto red = logprob_pairs_cell(v3, drift, false);
+  REQUIRE(red.ok());
+  CHECK(red->verdict == Verdict::kRed);
+  CHECK_THAT(red->reason, Catch::Contains("mean_abs_dlogp") && Catch::Contains("approx_kl0"));
+  CHECK(metric(*red, "mean_abs_dlogp").threshold == mean_abs);
+  auto green = logprob_pairs_cell(v3, twin, false);
+  REQUIRE(green.ok());
+  INFO(green->reason);
+  CHECK(green->verdict == Verdict::kGreen);
+}

@@ -33,13 +33,14 @@ struct Workload {
   RunContext run_context() const { return make_run_context(contract, manifest, lock, "cpu_bf16", 0); }
 };
 
-// "ws1-qwen3-8b-dense" or "ws1-smoke", with contracts/ws1-c1-v2.json; loaded once.
-inline const Workload& workload(const std::string& name) {
+// "ws1-qwen3-8b-dense" or "ws1-smoke", with a shipped contract (default the one in force,
+// contracts/ws1-c1-v2.json); loaded once.
+inline const Workload& workload(const std::string& name, const std::string& contract = "ws1-c1-v2.json") {
   static std::map<std::string, std::unique_ptr<Workload>> cache;
-  auto& slot = cache[name];
+  auto& slot = cache[name + "|" + contract];
   if (!slot) {
     auto w = std::make_unique<Workload>();
-    auto c = load_contract(source_root() / "contracts" / "ws1-c1-v2.json");
+    auto c = load_contract(source_root() / "contracts" / contract);
     auto m = load_manifest(source_root() / "fixtures" / (name + ".json"));
     auto l = load_fixture_lock(source_root() / "fixtures" / (name + ".lock.json"));
     if (!c || !m || !l) FAIL("cannot load the shipped contract / workload / lock for " << name);

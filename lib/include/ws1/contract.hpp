@@ -92,6 +92,9 @@ std::optional<OpClass> spec_op_class(std::string_view op);
 std::span<const std::string_view> contract_required_top_level_keys();
 // The versions the loader accepts: "ws1-c1-v2", "ws1-c1-v3".
 std::span<const std::string_view> contract_known_versions();
+// The v3 block of judgment rules, and the format string it must carry.
+inline constexpr std::string_view kJudgmentRulesKey = "judgment_rules";
+inline constexpr std::string_view kJudgmentRulesFormat = "ws1-judgment-rules-v1";
 // The key of ws1check's own block, and the format string it must carry.
 inline constexpr std::string_view kDeclarationsKey = "ws1check_declarations";
 inline constexpr std::string_view kDeclarationsFormat = "ws1check-declarations-v1";
@@ -250,6 +253,28 @@ struct Declarations {
   std::optional<std::map<std::string, OpClass>> op_classes;
 };
 
+// ---- judgment_rules (ws1-c1-v3 only; docs/contract-v3.md) -----------------------------------
+
+// Where a v3 rule's number comes from, in spec §6's terms: the mode of adoption, the basis, and
+// for a measured calibration the command, commit and environment of the measurement.
+struct RuleProvenance {
+  std::string mode;  // "direct adoption" | "partial reference" | "measured calibration"
+  std::string basis;
+  std::optional<std::string> command, commit, environment;
+};
+
+// Spec §7.1 / §11.2 item 12: gradients judged scale-free. For a gradient tensor whose candidate
+// dtype has an entry, the row's atol is replaced by atol_rel * max|reference| of that tensor
+// (rtol stays the row's): |c - r| <= atol_rel * max|r| + rtol * |r|.
+struct ScaleFreeGradientRule {
+  std::map<ContractDType, double> atol_rel_by_dtype;
+  RuleProvenance provenance;
+};
+
+struct JudgmentRules {
+  std::optional<ScaleFreeGradientRule> gradient_scale_free;
+};
+
 // ---- The contract -------------------------------------------------------------------------------
 
 struct Contract {
@@ -262,6 +287,8 @@ struct Contract {
   ChainAggregates chain;
   LegacyBlocks legacy;
   Declarations declarations;
+  // ws1-c1-v3's judgment_rules (required there, refused in ws1-c1-v2).
+  std::optional<JudgmentRules> rules;
 
   // The row for (judgment, op class, dtype); an arch override row wins when `arch` names one.
   // Error when the table has no such row.

@@ -117,6 +117,13 @@ struct WorstElement {
 };
 
 // Candidate against reference, one output or gradient tensor.
+// A contract rule (ws1-c1-v3 judgment_rules) that set the tolerance a tensor was judged by,
+// instead of its cell's row: the rule's json path and the atol / rtol it gave for this tensor.
+struct AppliedRule {
+  std::string source;
+  double atol = 0, rtol = 0;
+};
+
 struct AccuracyTensor {
   std::string name;
   Dims shape;
@@ -148,6 +155,8 @@ struct AccuracyTensor {
   std::optional<double> reference_max_abs;
   std::optional<bool> zeros_pass;
   std::optional<double> bias_ulp;
+  // Set when a v3 rule replaced the cell's row for this tensor (absent under ws1-c1-v2).
+  std::optional<AppliedRule> rule;
 };
 
 struct BitMismatch {

@@ -1,0 +1,68 @@
+// `judgment_rules` (ws1-c1-v3): the rules that change how an accuracy tensor is judged beyond
+// the table rows. Strict everywhere: an unknown key here could change a verdict.
+#include <array>
+
+#include "parse.hpp"
+
+namespace ws1::contract_detail {
+namespace {
+
+constexpr std::array<std::string_view, 3> kModes = {"direct adoption", "partial reference",
+                                                   "measured calibration"};
+
+RuleProvenance parse_provenance(const Node& n) {
+  n.allow_only({"mode", "basis", "command", "commit", "environment"});
+  RuleProvenance p;
+  const Node mode = n.at("mode");
+  p.mode = std::string(mode.string());
+  bool known = false;
+  for (auto m : kModes) known = known || m == p.mode;
+  if (!known) mode.fail("unknown mode of adoption \"" + p.mode + "\" (known: direct adoption, partial reference, measured calibration)");
+  p.basis = std::string(n.at("basis").nonempty_string());
+  if (auto v = n.find("command")) p.command = std::string(v->nonempty_string());
+  if (auto v = n.find("commit")) p.commit = std::string(v->nonempty_string());
+  if (auto v = n.find("environment")) p.environment = std::string(v->nonempty_string());
+  // Spec §6: a measured number names the measurement that gave it.
+  if (p.mode == "measured calibration")
+    for (const char* key : {"command", "commit", "environment"})
+      if (!n.has(key)) n.fail_at(key, "a measured calibration names its " + std::string(key));
+  return p;
+}
+
+ScaleFreeGradientRule parse_scale_free(const Node& n) {
+  n.allow_only({"definition", "atol_rel_by_dtype", "provenance", "rationale"});
+  ScaleFreeGradientRule r;
+  const Node def = n.at("definition");
+  if (!same_ignoring_spaces(def.string(), kScaleFreeDefinition))
+    def.fail("definition \"" + std::string(def.string()) + "\" is not the one ws1check implements: \"" +
+             std::string(kScaleFreeDefinition) + "\"");
+  if (auto v = n.find("rationale")) (void)v->nonempty_string();
+  const Node by_dtype = n.at("atol_rel_by_dtype");
+  for (const auto& [name, value] : by_dtype.fields()) {
+    const auto t = contract_dtype_from_name(name);
+    if (!t) value.fail("unknown dtype (known: float32, bfloat16, float16, float8)");
+    const double a = value.nonnegative();
+    // atol_rel >= 1 would pass an all-zero candidate at the peak: a rule that cannot fail.
+    if (!(a < 1.0)) value.fail("must be < 1 (an all-zero candidate would pass), got " + format_number(a));
+    r.atol_rel_by_dtype[*t] = a;
+  }
+  if (r.atol_rel_by_dtype.empty()) by_dtype.fail("must give at least one dtype");
+  r.provenance = parse_provenance(n.at("provenance"));
+  return r;
+}
+
+}  // namespace
+
+JudgmentRules parse_rules(const Node& n) {
+  n.allow_only({"format", "note", "gradient_scale_free"});
+  const Node format = n.at("format");
+  if (format.string() != kJudgmentRulesFormat)
+    format.fail("unknown format \"" + std::string(format.string()) + "\" (known: " +
+                std::string(kJudgmentRulesFormat) + ")");
+  if (auto v = n.find("note")) (void)v->string();
+  JudgmentRules r;
+  if (auto v = n.find("gradient_scale_free")) r.gradient_scale_free = parse_scale_free(*v);
+  return r;
+}
+
+}  // namespace ws1::contract_detail

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Per-tensor error statistics of an `accuracy --dump` directory, for calibrating contract rows.
+
+For every cand.<t> / ref.<t> pair in the dump's safetensors files (one per cell) it reports:
+  max_abs      max |c - r|
+  ref_peak     max |r|
+  rel_peak     max |c - r| / max |r|                         (scale-free, peak-normalised)
+  rel_rms      sqrt(mean((c - r)^2)) / sqrt(mean(r^2))       (scale-free, RMS-normalised)
+  bias_ulp     mean over elements of the signed BF16 ulp distance of c from r rounded to BF16
+               (the evidence's bias_ulp)
+  bias_rms_ulp mean(c - r) / ulp_bf16(rms(r))                 (the signed error's mean, in BF16
+               steps at the tensor's RMS magnitude)
+over the finite pairs, in float64. Usage:
+  accuracy_statistics.py DUMP_DIR [--json OUT.json]
+Prints one line per tensor (cell id, tensor, statistics) and writes them as JSON on request.
+
+  accuracy_statistics.py --evidence FILE_OR_DIR... [--judgment J]
+reads evidence artifacts instead (ws1check-evidence-v6: every accuracy tensor records max |c - r|
+and max |r|) and prints, per backend, the largest rel_peak of the bf16 tensors of green or
+vacuous cells (of judgment J, default gradient_accuracy) with its cell, and the count; the same
+cell seen in several artifacts counts once.
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = info["data_offsets"]
+        raw = np.frombuffer(data[lo:hi], dtype=np.uint8)
+        dt = info["dtype"]
+        if dt == "BF16":
+            a = (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        elif dt == "F32":
+            a = raw.view(np.float32)
+        elif dt == "F16":
+            a = raw.view(np.float16).astype(np.float32)
+        else:
+            continue
+        out[name] = (dt, a.reshape(info["shape"]) if info["shape"] else a)
+    return out, header.get("__metadata__", {})
+
+
+def round_bf16(x):
+    """float32 -> nearest-even bfloat16, returned as float32 (finite inputs)."""
+    b = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return b.astype(np.uint32).view(np.float32)
+
+
+def bf16_ulp(x):
+    """The BF16 step at |x| (the spacing of BF16 values in x's binade; subnormal floor)."""
+    x = np.abs(np.asarray(x, dtype=np.float64))
+    e = np.floor(np.log2(np.maximum(x, 2.0**-126)))
+    return 2.0 ** (e - 7)
+
+
+def ordered(bits):
+    """BF16 bit patterns (as float32 values) -> integers ordered like the values."""
+    u = (bits.view(np.uint32) >> 16).astype(np.int64)
+    return np.where(u & 0x8000, -(u & 0x7FFF), u)
+
+
+def stats(c, r):
+    c = c.astype(np.float32).ravel()
+    r = r.astype(np.float32).ravel()
+    ok = np.isfinite(c) & np.isfinite(r)
+    c, r = c[ok], r[ok]
+    if c.size == 0:
+        return None
+    d = c.astype(np.float64) - r.astype(np.float64)
+    rms_r = math.sqrt(float(np.mean(r.astype(np.float64) ** 2)))
+    peak = float(np.max(np.abs(r)))
+    s = {
+        "numel": int(c.size),
+        "max_abs": float(np.max(np.abs(d))),
+        "ref_peak": peak,
+        "rel_peak": float(np.max(np.abs(d))) / peak if peak > 0 else (0.0 if not d.any() else math.inf),
+        "rel_rms": math.sqrt(float(np.mean(d**2))) / rms_r if rms_r > 0 else (0.0 if not d.any() else math.inf),
+        "bias_ulp": float(np.mean(ordered(c) - ordered(round_bf16(r)))),
+        "bias_rms_ulp": float(np.mean(d)) / float(bf16_ulp(rms_r)) if rms_r > 0 else 0.0,
+    }
+    return s
+
+
+def evidence_rel_peaks(paths, judgment):
+    files = []
+    for p in paths:
+        if os.path.isdir(p):
+            for root, _, names in os.walk(p):
+                files += [os.path.join(root, n) for n in names if n.endswith(".json")]
+        else:
+            files.append(p)
+    seen = {}
+    for f in sorted(files):
+        try:
+            with open(f) as fh:
+                e = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(e, dict) or e.get("schema_version") != "ws1check-evidence-v6":
+            continue
+        for c in e.get("cells", []):
+            if c.get("judgment") != judgment or c.get("verdict") not in ("green", "vacuous"):
+                continue
+            for t in c.get("tensors", []):
+                if t.get("comparison") != "accuracy" or t.get("dtype") != "bfloat16":
+                    continue
+                peak, err = t.get("reference_max_abs"), t["abs_error"]["max"]
+                if not isinstance(peak, (int, float)) or not isinstance(err, (int, float)) or peak <= 0:
+                    continue
+                key = (c["backend"]["actual"], c["fixture"]["hash"], c["id"], t["name"])
+                seen[key] = (err / peak, f)
+    by_backend = {}
+    for (backend, _, cell, tensor), (rp, f) in seen.items():
+        by_backend.setdefault(backend, []).append((rp, cell, tensor, f))
+    for backend, rows in sorted(by_backend.items()):
+        rows.sort(reverse=True)
+        rp, cell, tensor, f = rows[0]
+        print(f"{backend}: {len(rows)} tensors, max rel_peak {rp:.4g} ({cell} {tensor}, {f})")
+    return 0
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "--evidence":
+        judgment = "gradient_accuracy"
+        paths = argv[2:]
+        if "--judgment" in paths:
+            i = paths.index("--judgment")
+            judgment = paths[i + 1]
+            paths = paths[:i] + paths[i + 2:]
+        return evidence_rel_peaks(paths, judgment)
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    rows = []
+    for name in sorted(os.listdir(argv[1])):
+        if not name.endswith(".safetensors"):
+            continue
+        tensors, meta = read_safetensors(os.path.join(argv[1], name))
+        cell = meta.get("ws1.cell_id", name[: -len(".safetensors")])
+        for key, (dt, c) in tensors.items():
+            if not key.startswith("cand.") or dt != "BF16":
+                continue
+            t = key[len("cand."):]
+            if "ref." + t not in tensors:
+                continue
+            s = stats(c, tensors["ref." + t][1])
+            if s is None:
+                continue
+            s.update({"cell": cell, "tensor": t})
+            rows.append(s)
+            print("{cell} {tensor}: max_abs {max_abs:.4g} ref_peak {ref_peak:.4g} rel_peak {rel_peak:.4g} "
+                  "rel_rms {rel_rms:.4g} bias_ulp {bias_ulp:+.4f} bias_rms_ulp {bias_rms_ulp:+.4f}".format(**s))
+    if "--json" in argv:
+        with open(argv[argv.index("--json") + 1], "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
