@@ -231,6 +231,7 @@ void print_matrix(const ws1::Evidence& e, const std::vector<std::unique_ptr<Sess
                   const std::vector<const ws1::Op*>& ops) {
   const ws1::Judgment js[] = {ws1::Judgment::kForwardAccuracy, ws1::Judgment::kGradientAccuracy,
                               ws1::Judgment::kForwardInvariance, ws1::Judgment::kGradientInvariance};
+  print_contract_line(e);
   fmt::print("{:<10} {:<21} {:<18} {:<18} {:<18} {:<18}\n", "backend", "op", "forward_accuracy",
              "gradient_accuracy", "forward_invariance", "gradient_invariance");
   for (const auto& s : sessions)

@@ -125,6 +125,11 @@ std::string worst_text(const ws1::Cell& c) {
 
 }  // namespace
 
+void print_contract_line(const ws1::Evidence& evidence) {
+  fmt::print("judged by contract {} ({}, sha256 {:.12})\n", evidence.contract.version, evidence.contract.path,
+             evidence.contract.sha256);
+}
+
 int finish_run(ws1::Evidence& evidence, const std::string& out, const std::string& name,
                bool json) {
   evidence.finished = ws1::utc_now_iso8601();
@@ -140,6 +145,7 @@ int finish_run(ws1::Evidence& evidence, const std::string& out, const std::strin
   } else {
     std::size_t width = 4;
     for (const auto& c : evidence.cells) width = std::max(width, c.id.size());
+    print_contract_line(evidence);
     fmt::print("{:<{}}  {:<5}  {}\n", "cell", width, "verdict", "worst |err|/allowed, largest error vs the contract row | reason");
     for (const auto& c : evidence.cells) {
       const std::string detail = c.verdict == ws1::Verdict::kGreen ? worst_text(c)

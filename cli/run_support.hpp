@@ -33,6 +33,9 @@ ws1::Result<std::unique_ptr<ws1::Backend>> open_backend(const std::string& name,
 // (ws1cuda/cuda_reference.hpp; exit 3 without a device or a CUDA build); else bad input.
 ws1::Result<std::unique_ptr<ws1::ReferenceEngine>> open_reference(const std::string& name, bool gpu_present);
 
+// The line above a run's table that names the contract which judged it (version, path, hash).
+void print_contract_line(const ws1::Evidence& evidence);
+
 // Finishes `evidence` (time), writes `<out>/<name>.json` atomically, prints the table (or the
 // artifact with --json) and returns 0 when no cell is red, 1 otherwise.
 int finish_run(ws1::Evidence& evidence, const std::string& out, const std::string& name,

@@ -10,6 +10,9 @@ For every cand.<t> / ref.<t> pair in the dump's safetensors files (one per cell)
                (the evidence's bias_ulp)
   bias_rms_ulp mean(c - r) / ulp_bf16(rms(r))                 (the signed error's mean, in BF16
                steps at the tensor's RMS magnitude)
+  above, below the elements whose c lies above / below r rounded to BF16
+  sign_excess  (|above - below| - 4 sqrt(above + below)) / n: how far the net count of elements on
+               one side exceeds a 4-sigma chance allowance, as a fraction of the tensor
 over the finite pairs, in float64. Usage:
   accuracy_statistics.py DUMP_DIR [--json OUT.json]
 Prints one line per tensor (cell id, tensor, statistics) and writes them as JSON on request.
@@ -83,13 +86,18 @@ def stats(c, r):
     d = c.astype(np.float64) - r.astype(np.float64)
     rms_r = math.sqrt(float(np.mean(r.astype(np.float64) ** 2)))
     peak = float(np.max(np.abs(r)))
+    sulp = ordered(c) - ordered(round_bf16(r))
+    above, below = int(np.sum(sulp > 0)), int(np.sum(sulp < 0))
     s = {
         "numel": int(c.size),
+        "above": above,
+        "below": below,
+        "sign_excess": (abs(above - below) - 4.0 * math.sqrt(above + below)) / c.size,
         "max_abs": float(np.max(np.abs(d))),
         "ref_peak": peak,
         "rel_peak": float(np.max(np.abs(d))) / peak if peak > 0 else (0.0 if not d.any() else math.inf),
         "rel_rms": math.sqrt(float(np.mean(d**2))) / rms_r if rms_r > 0 else (0.0 if not d.any() else math.inf),
-        "bias_ulp": float(np.mean(ordered(c) - ordered(round_bf16(r)))),
+        "bias_ulp": float(np.mean(sulp)),
         "bias_rms_ulp": float(np.mean(d)) / float(bf16_ulp(rms_r)) if rms_r > 0 else 0.0,
     }
     return s
@@ -163,7 +171,8 @@ def main(argv):
             s.update({"cell": cell, "tensor": t})
             rows.append(s)
             print("{cell} {tensor}: max_abs {max_abs:.4g} ref_peak {ref_peak:.4g} rel_peak {rel_peak:.4g} "
-                  "rel_rms {rel_rms:.4g} bias_ulp {bias_ulp:+.4f} bias_rms_ulp {bias_rms_ulp:+.4f}".format(**s))
+                  "rel_rms {rel_rms:.4g} bias_ulp {bias_ulp:+.4f} bias_rms_ulp {bias_rms_ulp:+.4f} above {above} below {below} "
+                  "sign_excess {sign_excess:+.4f}".format(**s))
     if "--json" in argv:
         with open(argv[argv.index("--json") + 1], "w") as f:
             json.dump(rows, f, indent=1)
