@@ -21,64 +21,39 @@
 // batch (the row's NaN probabilities reach every key of every kv head).
 // Outputs o; dq, dk, dv (FP32, the shapes of q, k, v). The token-major layout [T, H, D] is
 // refused: the runner lays tokens out per sample as [B, H, S, D] (+ key_mask) before calling.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <string_view>
 #include <vector>
 
+#include "attention_inputs.hpp"
 #include "support.hpp"
 
 namespace ws1::ref {
 namespace {
 
-constexpr std::string_view kQ = "q", kK = "k", kV = "v", kMask = "key_mask", kDy = "dy.o";
 constexpr std::int64_t kLanes = 64;  // keys per tile: the fixed width the dot products vectorise over
 constexpr std::int64_t kRows = 16;   // query rows per task: they share each key tile while it is cached
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-struct Dims {
-  std::int64_t b = 0, hq = 0, hkv = 0, sq = 0, skv = 0, d = 0;
-  std::int64_t group() const { return hq / hkv; }
-  // Keys [0, limit(i)) pass the causal test for query i.
-  std::int64_t limit(std::int64_t i) const { return std::clamp<std::int64_t>(i + (skv - sq) + 1, 0, skv); }
-  std::int64_t tiles(std::int64_t keys) const { return (keys + kLanes - 1) / kLanes; }
-};
+// How many tiles of kLanes keys hold `keys` keys.
+std::int64_t tile_count(std::int64_t keys) { return (keys + kLanes - 1) / kLanes; }
 
-struct Inputs {
-  Dims n;
-  Shape q_shape, kv_shape;
-  std::vector<float> q, k, v, dy;   // row-major upcasts
-  std::vector<std::uint8_t> valid;  // [B, Skv]: key_mask, all 1 without one
-  float scale = 1.0f;
+// The shared inputs (attention_inputs.hpp) and what only this reference needs.
+struct Inputs : AttentionInputs {
   // Per (b, kv head): k and v as tiles of kLanes keys, tile-major then d then key, zero padded.
   std::vector<std::vector<float>> k_tiles, v_tiles;
-  bool visible(std::int64_t b, std::int64_t i, std::int64_t j) const {
-    return j < n.limit(i) && valid[static_cast<std::size_t>(b * n.skv + j)] != 0;
-  }
 };
-
-const Tensor& head_major(const Call& call, std::string_view name) {
-  const Tensor& t = call.tensor(name, DType::kBF16);
-  call.expect(t.dim() != 3, name,
-              fmt::format("shape {} is the token-major layout [T, H, D]; the attention reference takes "
-                          "head-major [B, H, S, D] (the runner lays each sample's tokens out so)",
-                          shape_text(t.shape())));
-  call.expect(t.dim() == 4, name, fmt::format("shape {}, expected rank 4 ([B, H, S, D])", shape_text(t.shape())));
-  return t;
-}
 
 // The keys of each (b, kv head) transposed into tiles so that one query's products with a
 // tile's keys are kLanes independent chains over contiguous memory.
 std::vector<std::vector<float>> key_major_tiles(const Inputs& x, const std::vector<float>& rows, unsigned threads) {
-  const Dims& n = x.n;
+  const AttentionDims& n = x.n;
   std::vector<std::vector<float>> out(static_cast<std::size_t>(n.b * n.hkv));
   each_index(n.b * n.hkv, threads, [&](std::int64_t bh) {
     std::vector<float>& t = out[static_cast<std::size_t>(bh)];
-    t.assign(static_cast<std::size_t>(n.tiles(n.skv) * kLanes * n.d), 0.0f);
+    t.assign(static_cast<std::size_t>(tile_count(n.skv) * kLanes * n.d), 0.0f);
     const float* src = rows.data() + bh * n.skv * n.d;
     for (std::int64_t j = 0; j < n.skv; ++j)
       for (std::int64_t e = 0; e < n.d; ++e)
@@ -88,49 +63,7 @@ std::vector<std::vector<float>> key_major_tiles(const Inputs& x, const std::vect
 }
 
 Inputs read_inputs(const Call& call, bool backward) {
-  Inputs x;
-  const Tensor& qt = head_major(call, kQ);
-  const Tensor& kt = head_major(call, kK);
-  const Tensor& vt = head_major(call, kV);
-  Dims& n = x.n;
-  n.b = qt.shape()[0];
-  n.hq = qt.shape()[1];
-  n.sq = qt.shape()[2];
-  n.d = qt.shape()[3];
-  n.hkv = kt.shape()[1];
-  n.skv = kt.shape()[2];
-  x.q_shape = qt.shape();
-  x.kv_shape = kt.shape();
-  call.expect(n.d >= 1, kQ, fmt::format("shape {}: the head dimension D must be at least 1", shape_text(qt.shape())));
-  call.expect(vt.shape() == kt.shape(), kV,
-              fmt::format("shape {}, expected the shape of k {}", shape_text(vt.shape()), shape_text(kt.shape())));
-  call.expect(kt.shape()[0] == n.b && kt.shape()[3] == n.d, kK,
-              fmt::format("shape {} does not match q {} in batch and head dimension", shape_text(kt.shape()),
-                          shape_text(qt.shape())));
-  call.expect(n.hq >= 1 && n.hkv >= 1 && n.hq % n.hkv == 0, kK,
-              fmt::format("{} kv heads cannot serve {} query heads (need a positive divisor)", n.hkv, n.hq));
-  x.valid.assign(static_cast<std::size_t>(n.b * n.skv), 1);
-  if (call.has(kMask)) {
-    const Tensor& given = call.tensor(kMask, DType::kBool);
-    call.expect(given.shape() == Shape{n.b, n.skv}, kMask,
-                fmt::format("shape {}, expected [B, Skv] = [{}, {}]", shape_text(given.shape()), n.b, n.skv));
-    const Tensor m = given.is_contiguous() ? given : given.contiguous();
-    const auto* bytes = m.data<std::uint8_t>();
-    for (std::size_t i = 0; i < x.valid.size(); ++i) {
-      call.expect(bytes[i] <= 1, kMask, fmt::format("element {} is byte {}; a bool must be 0 or 1", i, bytes[i]));
-      x.valid[i] = bytes[i];
-    }
-  }
-  if (backward) {
-    const Tensor& dt = call.tensor(kDy, DType::kBF16);
-    call.expect(dt.shape() == qt.shape(), kDy,
-                fmt::format("shape {}, expected the shape of q {}", shape_text(dt.shape()), shape_text(qt.shape())));
-    x.dy = call.floats(kDy);
-  }
-  x.q = call.floats(kQ);
-  x.k = call.floats(kK);
-  x.v = call.floats(kV);
-  x.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(n.d)));
+  Inputs x{read_attention_inputs(call, backward), {}, {}};
   const unsigned threads = call.ctx().threads;
   x.k_tiles = key_major_tiles(x, x.k, threads);
   if (backward) x.v_tiles = key_major_tiles(x, x.v, threads);
@@ -181,10 +114,10 @@ struct RowBlock {
   std::vector<char> live;
 };
 
-std::int64_t row_blocks(const Dims& n) { return n.b * n.hq * ((n.sq + kRows - 1) / kRows); }
+std::int64_t row_blocks(const AttentionDims& n) { return n.b * n.hq * ((n.sq + kRows - 1) / kRows); }
 
 WS1_REF_INLINE RowBlock softmax_block(const Inputs& x, std::int64_t task) {
-  const Dims& n = x.n;
+  const AttentionDims& n = x.n;
   const std::int64_t blocks = (n.sq + kRows - 1) / kRows;
   RowBlock r;
   const std::int64_t bh = task / blocks;
@@ -195,7 +128,7 @@ WS1_REF_INLINE RowBlock softmax_block(const Inputs& x, std::int64_t task) {
   r.i0 = (task % blocks) * kRows;
   r.i1 = std::min(n.sq, r.i0 + kRows);
   const std::int64_t rows = r.i1 - r.i0;
-  r.width = n.tiles(n.limit(r.i1 - 1)) * kLanes;
+  r.width = tile_count(n.limit(r.i1 - 1)) * kLanes;
   r.p.assign(static_cast<std::size_t>(rows * r.width), 0.0f);
   r.m.assign(static_cast<std::size_t>(rows), 0.0f);
   r.sum.assign(static_cast<std::size_t>(rows), 0.0f);
@@ -235,7 +168,7 @@ WS1_REF_INLINE RowBlock softmax_block(const Inputs& x, std::int64_t task) {
 // row's order and reuses v's rows across the block).
 WS1_REF_CLONES
 void forward_block(const Inputs& x, std::int64_t task, float* o) {
-  const Dims& n = x.n;
+  const AttentionDims& n = x.n;
   const RowBlock r = softmax_block(x, task);
   const float* v = x.v.data() + r.kvh * n.skv * n.d;
   for (std::int64_t t = 0; t * kLanes < r.width; ++t)
@@ -258,7 +191,7 @@ struct RowStats {
 // Query side of one block of rows: P, dP, Dsum, dS and dq; the rows' statistics into `stats`.
 WS1_REF_CLONES
 void query_block(const Inputs& x, std::int64_t task, float* dq, RowStats& stats) {
-  const Dims& n = x.n;
+  const AttentionDims& n = x.n;
   const RowBlock r = softmax_block(x, task);
   const std::int64_t rows = r.i1 - r.i0;
   const float* vt = x.v_tiles[static_cast<std::size_t>(r.kvh)].data();
@@ -304,8 +237,8 @@ void query_block(const Inputs& x, std::int64_t task, float* dq, RowStats& stats)
 // within a head over the queries in order.
 WS1_REF_CLONES
 void key_tile(const Inputs& x, std::int64_t task, const RowStats& stats, float* dk, float* dv) {
-  const Dims& n = x.n;
-  const std::int64_t tiles = n.tiles(n.skv);
+  const AttentionDims& n = x.n;
+  const std::int64_t tiles = tile_count(n.skv);
   const std::int64_t kvh = task / tiles, t = task % tiles, j0 = t * kLanes, b = kvh / n.hkv;
   const std::int64_t lanes = std::min(kLanes, n.skv - j0);
   float* dk_out = dk + (kvh * n.skv + j0) * n.d;
@@ -336,7 +269,7 @@ void key_tile(const Inputs& x, std::int64_t task, const RowStats& stats, float* 
 
 // Whether batch b has a query row with no visible key (its dk, dv are then NaN).
 std::vector<char> batches_with_empty_rows(const Inputs& x) {
-  const Dims& n = x.n;
+  const AttentionDims& n = x.n;
   std::vector<char> out(static_cast<std::size_t>(n.b), 0);
   for (std::int64_t b = 0; b < n.b; ++b)
     for (std::int64_t i = 0; i < n.sq && out[static_cast<std::size_t>(b)] == 0; ++i) {
@@ -358,15 +291,15 @@ Tensors attention_forward(const Call& call) {
 
 Tensors attention_backward(const Call& call) {
   const Inputs x = read_inputs(call, /*backward=*/true);
-  const Dims& n = x.n;
+  const AttentionDims& n = x.n;
   const unsigned threads = call.ctx().threads;
   std::vector<float> dq(x.q.size(), 0.0f), dk(x.k.size(), 0.0f), dv(x.v.size(), 0.0f);
   const auto rows = static_cast<std::size_t>(n.b * n.hq * n.sq);
   RowStats stats{std::vector<float>(rows), std::vector<float>(rows), std::vector<float>(rows)};
   each_index(row_blocks(n), threads, [&](std::int64_t task) { query_block(x, task, dq.data(), stats); });
   const std::vector<char> poisoned = batches_with_empty_rows(x);
-  each_index(n.b * n.hkv * n.tiles(n.skv), threads, [&](std::int64_t task) {
-    const std::int64_t kvh = task / n.tiles(n.skv), j0 = (task % n.tiles(n.skv)) * kLanes;
+  each_index(n.b * n.hkv * tile_count(n.skv), threads, [&](std::int64_t task) {
+    const std::int64_t kvh = task / tile_count(n.skv), j0 = (task % tile_count(n.skv)) * kLanes;
     if (poisoned[static_cast<std::size_t>(kvh / n.hkv)] == 0) {
       key_tile(x, task, stats, dk.data(), dv.data());
     } else {  // PyTorch's NaN row reaches every key of the batch

@@ -1,56 +1,21 @@
 // embedding's FP32 reference: y[..., :] = table[ids[...], :], ids int64 of any shape, table
 // [V, H] bf16, y [ids..., H] FP32 (the exact upcast of the selected rows). Every id must be in
 // [0, V). Backward: dtable [V, H] FP32, row v the sum of the dy.y rows of the tokens whose id
-// is v, added in increasing token index from +0; rows no id selects are +0.
-#include <fmt/format.h>
-
+// is v, added in increasing token index from +0; rows no id selects are +0. Inputs and their
+// checks: embedding_inputs.hpp.
 #include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
+#include "embedding_inputs.hpp"
 #include "support.hpp"
 #include "ws1/numeric.hpp"
 
 namespace ws1::ref {
-namespace {
-
-struct Lookup {
-  Tensor table;  // contiguous [V, H] bf16
-  std::int64_t vocab = 0, hidden = 0;
-  std::vector<std::int64_t> ids;
-  Shape out_shape;  // ids' shape + [H]
-};
-
-Lookup read(const Call& call, bool backward) {
-  Lookup g;
-  const Tensor& idt = call.tensor("ids", DType::kI64);
-  const Tensor& table = call.tensor("table", DType::kBF16, 2);
-  g.vocab = table.shape()[0];
-  g.hidden = table.shape()[1];
-  g.ids = call.integers("ids");
-  for (std::size_t k = 0; k < g.ids.size(); ++k)
-    call.expect(g.ids[k] >= 0 && g.ids[k] < g.vocab, "ids",
-                fmt::format("element {} is {}, not a row of the table [0, {})", k, g.ids[k], g.vocab));
-  g.out_shape = idt.shape();
-  g.out_shape.push_back(g.hidden);
-  if (backward) {
-    const Tensor& dy = call.tensor("dy.y", DType::kBF16);
-    call.expect(dy.shape() == g.out_shape, "dy.y",
-                fmt::format("shape {}, expected {} (ids' shape + [H])", shape_text(dy.shape()),
-                            shape_text(g.out_shape)));
-  } else {
-    // Only the forward reads the table, and only the selected rows: it is not widened as a
-    // whole (151936 x 4096 at Qwen3-8B widths).
-    g.table = table.is_contiguous() ? table : table.contiguous();
-  }
-  return g;
-}
-
-}  // namespace
 
 Tensors embedding_forward(const Call& call) {
-  const Lookup g = read(call, false);
+  const EmbeddingInputs g = read_embedding_inputs(call, false);
   const std::int64_t h = g.hidden;
   const auto* bits = g.table.data<std::uint16_t>();
   std::vector<float> y(g.ids.size() * static_cast<std::size_t>(h));
@@ -63,8 +28,8 @@ Tensors embedding_forward(const Call& call) {
 }
 
 Tensors embedding_backward(const Call& call) {
-  const Lookup g = read(call, true);
-  const std::vector<float> dy = call.floats("dy.y");
+  const EmbeddingInputs g = read_embedding_inputs(call, true);
+  const std::vector<float>& dy = g.dy;
   const std::int64_t h = g.hidden;
   const auto tokens = static_cast<std::int64_t>(g.ids.size());
   // Written in place rather than through f32_tensor: dtable is [V, H] (2.5 GB of FP32 at

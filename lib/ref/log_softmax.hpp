@@ -1,5 +1,5 @@
 // Internal to lib/ref: the selected log-softmax of FP32 rows, shared by the logp,
-// batch_invariant_logp and linear_logp references.
+// batch_invariant_logp and linear_logp references (their inputs are read by logp_inputs.hpp).
 //
 // For a row z[0..V) with target y:
 //   m = max_i z[i],  S = sum_i exp(z[i] - m)  (FP32, summed as a cascade: see cascade_sum)
@@ -12,11 +12,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "logp_inputs.hpp"
 #include "support.hpp"
 
 namespace ws1::ref {
@@ -106,56 +105,6 @@ inline void selected_logp_gradient_rows(std::vector<float>& z, std::int64_t rows
       row[i] = d * ((i == y ? 1.0f : 0.0f) - softmax);
     }
   });
-}
-
-// The checked inputs of logp and batch_invariant_logp: "logits" [..., V] bf16 (V >= 1),
-// "targets" [...] int64, each in [0, V) — or, with `honour_ignore_index`, equal to
-// ctx.ignore_index, which marks the row skipped whatever its value — and with `backward`
-// "dy.logp" [...] float32.
-struct LogitRows {
-  Shape lead;  // the targets' shape
-  std::int64_t rows = 0, vocab = 0;
-  std::vector<float> logits;  // [rows, vocab], widened to FP32
-  std::vector<std::int64_t> targets;
-  std::vector<bool> skip;  // ignored rows
-  std::vector<float> dy;   // backward only
-};
-
-inline LogitRows read_logit_rows(const Call& call, bool honour_ignore_index, bool backward) {
-  const Tensor& logits = call.tensor("logits", DType::kBF16);
-  const Tensor& targets = call.tensor("targets", DType::kI64);
-  if (backward) call.tensor("dy.logp", DType::kF32);
-  call.expect(logits.dim() >= 1, "logits", "needs a last (vocabulary) dimension");
-  LogitRows x;
-  x.vocab = logits.shape().back();
-  call.expect(x.vocab >= 1, "logits", "has an empty vocabulary dimension: " + shape_text(logits.shape()));
-  x.lead.assign(logits.shape().begin(), logits.shape().end() - 1);
-  call.expect(targets.shape() == x.lead, "targets",
-              "shape " + shape_text(targets.shape()) + " should be the logits' " + shape_text(logits.shape()) +
-                  " without the vocabulary dimension");
-  x.targets = call.integers("targets");
-  x.rows = static_cast<std::int64_t>(x.targets.size());
-  x.skip.assign(x.targets.size(), false);
-  const std::int64_t ignore = call.ctx().ignore_index;
-  for (std::size_t i = 0; i < x.targets.size(); ++i) {
-    const std::int64_t y = x.targets[i];
-    if (honour_ignore_index && y == ignore) {
-      x.skip[i] = true;
-      continue;
-    }
-    call.expect(y >= 0 && y < x.vocab, "targets",
-                "element " + std::to_string(i) + " is " + std::to_string(y) + ", not a class in [0, " +
-                    std::to_string(x.vocab) + ")" +
-                    (honour_ignore_index ? " nor ignore_index " + std::to_string(ignore) : std::string()));
-  }
-  if (backward) {
-    const Tensor& dy = call.tensor("dy.logp", DType::kF32);
-    call.expect(dy.shape() == x.lead, "dy.logp",
-                "shape " + shape_text(dy.shape()) + " should be the targets' " + shape_text(x.lead));
-    x.dy = call.floats("dy.logp", DType::kF32);
-  }
-  x.logits = call.floats("logits");
-  return x;
 }
 
 // The selected-logp forward ("logp" [...]) and backward ("dlogits" [..., V]) of logp and, with

@@ -12,16 +12,16 @@
 // (qk_norm: 8192 tokens x 32 heads) the reference stays far more accurate than the bf16
 // candidate it judges. ctx.rms_norm_order is the bf16 candidate's rounding order; the FP32
 // definition has none.
+// The inputs (Rows, read) and their checks: norm_inputs.hpp.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "norm_inputs.hpp"
 #include "support.hpp"
 
 namespace ws1::ref::norm {
@@ -29,36 +29,6 @@ namespace ws1::ref::norm {
 // Rows per each_index task: a task of a few thousand elements keeps the hand-out cheap.
 inline std::int64_t rows_per_task(std::int64_t width) {
   return width >= 4096 ? 1 : 4096 / (width > 0 ? width : 1);
-}
-
-// The inputs of one RMSNorm call: x viewed as [rows, width].
-struct Rows {
-  Shape x_shape, w_shape;
-  std::int64_t rows = 0, width = 0;
-  std::vector<float> x, w, dy;
-};
-
-inline Rows read(const Call& call, bool backward) {
-  Rows n;
-  const Tensor& x = call.tensor("x", DType::kBF16);
-  const Tensor& w = call.tensor("weight", DType::kBF16, 1);
-  call.expect(x.dim() >= 1, "x", "is a scalar; the norm runs over a last dimension");
-  n.x_shape = x.shape();
-  n.w_shape = w.shape();
-  n.width = n.x_shape.back();
-  call.expect(n.w_shape[0] == n.width, "weight",
-              "shape " + shape_text(n.w_shape) + " but x " + shape_text(n.x_shape) + " has rows of " +
-                  std::to_string(n.width));
-  if (backward) {
-    const Tensor& dy = call.tensor("dy.y", DType::kBF16);
-    call.expect(dy.shape() == n.x_shape, "dy.y",
-                "shape " + shape_text(dy.shape()) + " is not x's " + shape_text(n.x_shape));
-  }
-  n.rows = n.width == 0 ? 0 : x.numel() / n.width;
-  n.x = call.floats("x");
-  n.w = call.floats("weight");
-  if (backward) n.dy = call.floats("dy.y");
-  return n;
 }
 
 // Sum of v[0..n): ranges of at most kLeaf terms are added left to right from +0; a longer one

@@ -3,30 +3,17 @@
 // * w per D-wide row, backward dx and dweight summed over all rows (tokens x heads). The
 // arithmetic is norm.hpp's. When the run knows head_dim, x's last dimension must be it, so a
 // flattened [T, H*D] input is refused rather than normalised over the whole width.
-#include <string>
-
 #include "norm.hpp"
 
 namespace ws1::ref {
-namespace {
-
-void check_head_dim(const Call& call) {
-  const Tensor& x = call.tensor("x", DType::kBF16);
-  call.expect(x.dim() >= 1, "x", "is a scalar; the norm runs over head_dim");
-  const std::int64_t head_dim = call.ctx().head_dim;
-  call.expect(head_dim <= 0 || x.shape().back() == head_dim, "x",
-              "shape " + shape_text(x.shape()) + " does not end in head_dim " + std::to_string(head_dim));
-}
-
-}  // namespace
 
 Tensors qk_norm_forward(const Call& call) {
-  check_head_dim(call);
+  norm::check_head_dim(call);
   return norm::forward(call);
 }
 
 Tensors qk_norm_backward(const Call& call) {
-  check_head_dim(call);
+  norm::check_head_dim(call);
   return norm::backward(call);
 }
 

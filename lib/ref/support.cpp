@@ -5,11 +5,32 @@
 #include <algorithm>
 #include <atomic>
 #include <thread>
+#include <stdexcept>
 #include <utility>
 
 #include "ws1/numeric.hpp"
 
 namespace ws1::ref {
+
+const Definition* find_definition(std::span<const Definition> defs, std::string_view op) {
+  for (const Definition& d : defs)
+    if (d.op == op) return &d;
+  return nullptr;
+}
+
+Result<Tensors> run_definition(std::span<const Definition> defs, std::string_view op, const Tensors& in,
+                               const OpContext& ctx, bool backward, std::string_view missing) {
+  const Definition* d = find_definition(defs, op);
+  if (d == nullptr) return bad_input(std::string(op), "", std::string(missing));
+  try {
+    const Call call(op, in, ctx);
+    return backward ? d->backward(call) : d->forward(call);
+  } catch (const BadInput& e) {
+    return e.error;
+  } catch (const std::logic_error& e) {  // the tensor layer's shape checks
+    return bad_input(std::string(op), "", e.what());
+  }
+}
 
 const Tensor* Call::find(std::string_view name) const {
   for (const NamedTensor& t : in_)

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,20 @@ class Call {
   const Tensors& in_;
   const OpContext& ctx_;
 };
+
+// An engine's table of its op definitions (lib/ref's, and lib/naive's reading through this
+// Call): each op's forward and backward body.
+struct Definition {
+  std::string_view op;
+  Tensors (*forward)(const Call&);
+  Tensors (*backward)(const Call&);
+};
+// The definition of `op` in `defs`, or nullptr.
+const Definition* find_definition(std::span<const Definition> defs, std::string_view op);
+// Runs op `op`'s body on `in`: an op missing from `defs` is bad input saying `missing`; a
+// BadInput or a shape check of the tensor layer becomes the op's bad-input Error.
+Result<Tensors> run_definition(std::span<const Definition> defs, std::string_view op, const Tensors& in,
+                               const OpContext& ctx, bool backward, std::string_view missing);
 
 // A float32 tensor holding `values` (values.size() == the shape's element count).
 Tensor f32_tensor(const Shape& shape, std::vector<float> values);

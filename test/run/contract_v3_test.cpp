@@ -7,43 +7,14 @@
 #include "ws1/numeric.hpp"
 
 using namespace ws1;
+using test::gradient_cell;
+using test::tensor_of;
 
 namespace {
 
 const test::Workload& smoke(const std::string& contract) { return test::workload("ws1-smoke", contract); }
 const test::Workload& v2() { return smoke("ws1-c1-v2.json"); }
 const test::Workload& v3() { return smoke("ws1-c1-v3.json"); }
-
-// The gradient cell of `op` on `fixture`, its dy.* seeds scaled by a power of two (exact).
-Cell gradient_cell(const test::Workload& w, Backend& backend, const std::string& op, const std::string& fixture,
-                   float seed_scale = 1.0f) {
-  RunContext run = w.run_context();
-  FixtureGenerator gen;
-  auto in = generated_inputs(run, gen, w.spec(fixture));
-  REQUIRE(in.ok());
-  for (NamedTensor& t : in->tensors) {
-    if (t.name.rfind("dy.", 0) != 0) continue;
-    for (std::int64_t i = 0; i < t.tensor.numel(); ++i) {
-      if (t.tensor.dtype() == DType::kF32) {
-        t.tensor.data<float>()[i] *= seed_scale;
-      } else {
-        auto& bits = t.tensor.data<std::uint16_t>()[i];
-        bits = to_bf16(from_bf16(bf16{bits}) * seed_scale).bits;
-      }
-    }
-  }
-  auto cell = run_accuracy_cell_on(run, backend, *find_op_impl(op), Judgment::kGradientAccuracy, *in);
-  REQUIRE(cell.ok());
-  if (cell->verdict == Verdict::kRed) INFO(cell->reason);
-  return std::move(cell).value();
-}
-
-const AccuracyTensor& tensor_of(const Cell& c, const std::string& name) {
-  for (const AccuracyTensor& t : c.accuracy)
-    if (t.name == name) return t;
-  FAIL("no tensor " << name);
-  throw;
-}
 
 double atol_rel(const test::Workload& w) {
   REQUIRE(w.contract.rules);

@@ -10,6 +10,8 @@
 #include "ws1/numeric.hpp"
 
 using namespace ws1;
+using test::gradient_cell;
+using test::tensor_of;
 
 namespace {
 
@@ -102,36 +104,6 @@ TEST_CASE("a fixture whose bytes are not pinned is refused, not judged", "[run]"
 }
 
 namespace {
-
-Cell gradient_cell(const test::Workload& w, Backend& backend, const std::string& op, const std::string& fixture,
-                   float seed_scale) {
-  RunContext run = w.run_context();
-  FixtureGenerator gen;
-  auto in = generated_inputs(run, gen, w.spec(fixture));
-  REQUIRE(in.ok());
-  for (NamedTensor& t : in->tensors) {  // a power of two: the scaled seeds are exact
-    if (t.name.rfind("dy.", 0) != 0) continue;
-    REQUIRE((t.tensor.dtype() == DType::kBF16 || t.tensor.dtype() == DType::kF32));
-    for (std::int64_t i = 0; i < t.tensor.numel(); ++i) {
-      if (t.tensor.dtype() == DType::kF32) {
-        t.tensor.data<float>()[i] *= seed_scale;
-        continue;
-      }
-      auto& bits = t.tensor.data<std::uint16_t>()[i];
-      bits = to_bf16(from_bf16(bf16{bits}) * seed_scale).bits;
-    }
-  }
-  auto cell = run_accuracy_cell_on(run, backend, *find_op_impl(op), Judgment::kGradientAccuracy, *in);
-  REQUIRE(cell.ok());
-  return std::move(cell).value();
-}
-
-const AccuracyTensor& tensor_of(const Cell& c, const std::string& name) {
-  for (const AccuracyTensor& t : c.accuracy)
-    if (t.name == name) return t;
-  FAIL("no tensor " << name);
-  throw;
-}
 
 }  // namespace
 

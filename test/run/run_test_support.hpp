@@ -13,6 +13,7 @@
 #include "test_paths.hpp"
 #include "ws1/backend.hpp"
 #include "ws1/fixture_lock.hpp"
+#include "ws1/numeric.hpp"
 #include "ws1/runner.hpp"
 
 namespace ws1::test {
@@ -53,6 +54,40 @@ inline const Workload& workload(const std::string& name, const std::string& cont
     slot = std::move(w);
   }
   return *slot;
+}
+
+// The gradient-accuracy cell of `op` on `fixture` of workload `w`, its dy.* seeds multiplied by
+// `seed_scale` (a power of two, so the scaled seeds are exact).
+inline Cell gradient_cell(const Workload& w, Backend& backend, const std::string& op, const std::string& fixture,
+                          float seed_scale = 1.0f) {
+  RunContext run = w.run_context();
+  FixtureGenerator gen;
+  auto in = generated_inputs(run, gen, w.spec(fixture));
+  REQUIRE(in.ok());
+  for (NamedTensor& t : in->tensors) {
+    if (t.name.rfind("dy.", 0) != 0) continue;
+    REQUIRE((t.tensor.dtype() == DType::kBF16 || t.tensor.dtype() == DType::kF32));
+    for (std::int64_t i = 0; i < t.tensor.numel(); ++i) {
+      if (t.tensor.dtype() == DType::kF32) {
+        t.tensor.data<float>()[i] *= seed_scale;
+        continue;
+      }
+      auto& bits = t.tensor.data<std::uint16_t>()[i];
+      bits = to_bf16(from_bf16(bf16{bits}) * seed_scale).bits;
+    }
+  }
+  auto cell = run_accuracy_cell_on(run, backend, *find_op_impl(op), Judgment::kGradientAccuracy, *in);
+  REQUIRE(cell.ok());
+  if (cell->verdict == Verdict::kRed) INFO(cell->reason);
+  return std::move(cell).value();
+}
+
+// Accuracy tensor `name` of cell `c`.
+inline const AccuracyTensor& tensor_of(const Cell& c, const std::string& name) {
+  for (const AccuracyTensor& t : c.accuracy)
+    if (t.name == name) return t;
+  FAIL("no tensor " << name);
+  throw;
 }
 
 }  // namespace ws1::test
