@@ -32,6 +32,10 @@ JudgmentRules parse_rules(const Node& block);
 inline constexpr std::string_view kScaleFreeDefinition =
     "|c - r| <= atol_rel * max(abs(r)) + rtol * |r|";
 
+// The relative criterion as the contract must state it.
+inline constexpr std::string_view kRelativeDefinition =
+    "max|c - r| <= factor * max|n - r| + floor_steps * ulp_bf16(max|r|)";
+
 // Report kinds of comparison_roles.by_report_kind: the four judgments plus the chain parity.
 inline constexpr std::string_view kParityReportKind = "train_infer_logprob_parity";
 

@@ -29,13 +29,16 @@ RuleProvenance parse_provenance(const Node& n) {
   return p;
 }
 
+void check_definition(const Node& n, std::string_view implemented) {
+  if (!same_ignoring_spaces(n.string(), implemented))
+    n.fail("definition \"" + std::string(n.string()) + "\" is not the one ws1check implements: \"" +
+           std::string(implemented) + "\"");
+}
+
 ScaleFreeGradientRule parse_scale_free(const Node& n) {
   n.allow_only({"definition", "atol_rel_by_dtype", "provenance", "rationale"});
   ScaleFreeGradientRule r;
-  const Node def = n.at("definition");
-  if (!same_ignoring_spaces(def.string(), kScaleFreeDefinition))
-    def.fail("definition \"" + std::string(def.string()) + "\" is not the one ws1check implements: \"" +
-             std::string(kScaleFreeDefinition) + "\"");
+  check_definition(n.at("definition"), kScaleFreeDefinition);
   if (auto v = n.find("rationale")) (void)v->nonempty_string();
   const Node by_dtype = n.at("atol_rel_by_dtype");
   for (const auto& [name, value] : by_dtype.fields()) {
@@ -51,10 +54,33 @@ ScaleFreeGradientRule parse_scale_free(const Node& n) {
   return r;
 }
 
+RelativeToNaiveRule parse_relative(const Node& n) {
+  n.allow_only({"definition", "engine", "factor_by_judgment", "floor_steps", "provenance", "rationale"});
+  RelativeToNaiveRule r;
+  check_definition(n.at("definition"), kRelativeDefinition);
+  const Node engine = n.at("engine");
+  if (engine.string() != "naive_bf16")
+    engine.fail("unknown engine \"" + std::string(engine.string()) + "\" (known: naive_bf16)");
+  if (auto v = n.find("rationale")) (void)v->nonempty_string();
+  const Node factors = n.at("factor_by_judgment");
+  for (const auto& [name, value] : factors.fields()) {
+    const auto j = judgment_from_name(name);
+    if (!j || (*j != Judgment::kForwardAccuracy && *j != Judgment::kGradientAccuracy))
+      value.fail("not an accuracy judgment (known: forward_accuracy, gradient_accuracy)");
+    const double f = value.nonnegative();
+    if (!(f >= 1.0)) value.fail("must be >= 1 (below 1 asks more than the naive engine can give), got " + format_number(f));
+    r.factor_by_judgment[*j] = f;
+  }
+  if (r.factor_by_judgment.empty()) factors.fail("must give at least one judgment");
+  r.floor_steps = n.at("floor_steps").nonnegative();
+  r.provenance = parse_provenance(n.at("provenance"));
+  return r;
+}
+
 }  // namespace
 
 JudgmentRules parse_rules(const Node& n) {
-  n.allow_only({"format", "note", "gradient_scale_free"});
+  n.allow_only({"format", "note", "gradient_scale_free", "relative_to_naive"});
   const Node format = n.at("format");
   if (format.string() != kJudgmentRulesFormat)
     format.fail("unknown format \"" + std::string(format.string()) + "\" (known: " +
@@ -62,6 +88,7 @@ JudgmentRules parse_rules(const Node& n) {
   if (auto v = n.find("note")) (void)v->string();
   JudgmentRules r;
   if (auto v = n.find("gradient_scale_free")) r.gradient_scale_free = parse_scale_free(*v);
+  if (auto v = n.find("relative_to_naive")) r.relative_to_naive = parse_relative(*v);
   return r;
 }
 

@@ -92,7 +92,9 @@ Evidence begin_evidence(std::vector<std::string> command) {
   return e;
 }
 
-bool passed(const AccuracyTensor& t) { return t.comparable && t.violations == 0; }
+bool passed(const AccuracyTensor& t) {
+  return t.comparable && t.violations == 0 && (!t.relative || t.relative->passed);
+}
 
 bool passed(const BitwiseTensor& t) {
   const bool nan_fails = t.nan_policy == NanPolicy::kFail && (t.lhs_nans > 0 || t.rhs_nans > 0);

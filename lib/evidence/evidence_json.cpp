@@ -73,6 +73,10 @@ json accuracy_json(const AccuracyTensor& t) {
   j["bias_ulp"] = t.bias_ulp ? num(*t.bias_ulp) : json(nullptr);
   if (t.rule)  // only under a contract with judgment_rules: v2 artifacts keep their keys
     j["rule"] = json{{"source", t.rule->source}, {"atol", num(t.rule->atol)}, {"rtol", num(t.rule->rtol)}};
+  if (t.relative)  // the same: only under a contract with judgment_rules.relative_to_naive
+    j["relative"] = json{{"naive_max_abs", num(t.relative->naive_max_abs)}, {"factor", num(t.relative->factor)},
+                         {"floor", num(t.relative->floor)}, {"bound", num(t.relative->bound)},
+                         {"passed", t.relative->passed}};
   return j;
 }
 

@@ -19,6 +19,11 @@ std::string accuracy_problem(const AccuracyTensor& t) {
                        t.notes.empty() ? std::string("no reason recorded") : t.notes.front());
   std::string s = fmt::format("{}: {} of {} elements outside atol + rtol * |reference|", t.name,
                               t.violations, t.numel);
+  if (t.relative && !t.relative->passed)
+    s += fmt::format("; max |c - r| {:.4g} over the relative bound {:.4g} = {:g} x the naive bf16 engine's "
+                     "{:.4g} + {:.4g}",
+                     t.abs_error.max, t.relative->bound, t.relative->factor, t.relative->naive_max_abs,
+                     t.relative->floor);
   if (t.nan_elements > 0) s += fmt::format(" ({} with NaN)", t.nan_elements);
   if (t.worst)
     s += fmt::format("; worst at {}: candidate {}, reference {}, |c - r| / allowed = {:.4g}{} "

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <set>
 
 #include "ws1/judge.hpp"
+#include "ws1/naive.hpp"
 #include "ws1/numeric.hpp"
 #include "ws1/runner.hpp"
 
@@ -56,6 +58,24 @@ std::optional<double> scale_free_atol_rel(const Contract& contract, Judgment jud
   const auto& by_dtype = contract.rules->gradient_scale_free->atol_rel_by_dtype;
   const auto it = by_dtype.find(*t);
   if (it == by_dtype.end()) return std::nullopt;
+  return it->second;
+}
+
+// The BF16 step at |x| (x finite, >= 0): the spacing of bf16 values in x's binade.
+double bf16_step(double x) {
+  if (!(x > 0)) return 0.0;
+  int e = 0;
+  std::frexp(x, &e);  // x = m * 2^e, m in [0.5, 1)
+  return std::ldexp(1.0, std::max(e - 8, -133));
+}
+
+// ws1-c1-v3's relative criterion (judgment_rules.relative_to_naive): the factor for `judgment`,
+// or nothing where the contract has no such rule for it.
+std::optional<double> relative_factor(const Contract& contract, Judgment judgment) {
+  if (!contract.rules || !contract.rules->relative_to_naive) return std::nullopt;
+  const auto& f = contract.rules->relative_to_naive->factor_by_judgment;
+  const auto it = f.find(judgment);
+  if (it == f.end()) return std::nullopt;
   return it->second;
 }
 
@@ -137,6 +157,7 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
   if (keep != nullptr) keep->candidate = *candidate;
 
   std::vector<std::string> problems;
+  std::optional<Tensors> naive_outputs;  // the naive bf16 engine's, when a v3 rule asks for them
   for (const TensorDecl& d : decls) {
     const Tensor* r = find_tensor(*reference, d.name);
     if (r == nullptr)
@@ -180,6 +201,31 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
       t.notes.push_back(fmt::format("candidate dtype {} but the policy requires {}",
                                     dtype_contract_name(c->dtype()),
                                     dtype_contract_name(d.candidate_dtype)));
+    }
+    // The relative criterion: the naive bf16 engine on the same inputs (once per cell), judged
+    // against the same reference; a reference with an infinity, or an empty tensor, keeps the
+    // row alone.
+    if (const auto factor = relative_factor(contract, judgment);
+        factor && t.comparable && t.numel > 0 && t.reference_max_abs && std::isfinite(*t.reference_max_abs)) {
+      if (!naive_outputs) {
+        auto n = backward ? naive::backward(op.name(), inputs, run.op_context)
+                          : naive::forward(op.name(), inputs, run.op_context);
+        if (!n) return against_source(n.error(), in, op);
+        naive_outputs = std::move(n).value();
+      }
+      const Tensor* nt = find_tensor(*naive_outputs, d.name);
+      if (nt == nullptr)
+        return bad_input(std::string(op.name()), d.name, "the naive bf16 engine produced no such tensor");
+      RelativeCheck rc;
+      rc.naive_max_abs = judge_accuracy(d.name, *nt, *r, applied).abs_error.max;
+      rc.factor = *factor;
+      rc.floor = contract.rules->relative_to_naive->floor_steps * bf16_step(*t.reference_max_abs);
+      rc.bound = rc.factor * rc.naive_max_abs + rc.floor;
+      rc.passed = t.abs_error.max <= rc.bound;  // false for a NaN on either side
+      // An all-zero candidate's largest error is the peak: it passes the cell only if it passes
+      // this bound as well (the row's vacuity alone no longer decides).
+      if (t.zeros_pass && *t.zeros_pass) t.zeros_pass = *t.reference_max_abs <= rc.bound;
+      t.relative = rc;
     }
     if (!passed(t) && t.comparable && (t.dtype == DType::kBF16 || t.dtype == DType::kF16))
       t.floor_violations = floor_violations(*r, t.dtype, applied);

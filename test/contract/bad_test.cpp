@@ -348,6 +348,17 @@ std::vector<Case> v3_cases() {
                sf + ".atol_rel_by_dtype.bfloat16", "must be >= 0"});
   c.push_back({"v3_provenance_mode", set_v3(SF + "/provenance/mode", "guess"), sf + ".provenance.mode",
                "unknown mode of adoption"});
+  const std::string RN = "/judgment_rules/relative_to_naive";
+  const std::string rn = "judgment_rules.relative_to_naive";
+  c.push_back({"v3_relative_definition", set_v3(RN + "/definition", "max|c - r| <= factor * max|n - r|"),
+               rn + ".definition", "not the one ws1check implements"});
+  c.push_back({"v3_relative_engine", set_v3(RN + "/engine", "torch_eager"), rn + ".engine", "unknown engine"});
+  c.push_back({"v3_relative_factor_below_one", set_v3(RN + "/factor_by_judgment/forward_accuracy", 0.5),
+               rn + ".factor_by_judgment.forward_accuracy", "must be >= 1"});
+  c.push_back({"v3_relative_invariance_factor", set_v3(RN + "/factor_by_judgment/forward_invariance", 2),
+               rn + ".factor_by_judgment.forward_invariance", "not an accuracy judgment"});
+  c.push_back({"v3_relative_no_floor", edit_v3([RN](ojson& d) { d[Ptr(RN)].erase("floor_steps"); }), rn + ".floor_steps",
+               "missing required key"});
   c.push_back({"v3_measured_without_commit", edit_v3([SF](ojson& d) { d[Ptr(SF + "/provenance")].erase("commit"); }),
                sf + ".provenance.commit", "a measured calibration names its commit"});
   return c;

@@ -399,6 +399,11 @@ TEST_CASE("the shipped ws1-c1-v3 is ws1-c1-v2 plus the chain metrics of spec 11.
         sf["atol_rel_by_dtype"]["bfloat16"].get<double>());
   CHECK(c.rules->gradient_scale_free->provenance.mode == str(sf["provenance"]["mode"]));
   CHECK(c.rules->gradient_scale_free->provenance.command == str(sf["provenance"]["command"]));
+  REQUIRE(c.rules->relative_to_naive);
+  const ojson& rn = doc["judgment_rules"]["relative_to_naive"];
+  for (const auto& [jname, f] : rn["factor_by_judgment"].items())
+    CHECK(c.rules->relative_to_naive->factor_by_judgment.at(*ws1::judgment_from_name(jname)) == f.get<double>());
+  CHECK(c.rules->relative_to_naive->floor_steps == rn["floor_steps"].get<double>());
   // v2 has no rules.
   CHECK_FALSE(load_ok(ws1::test::our_contract()).rules);
 }

@@ -141,7 +141,8 @@ const std::set<std::pair<std::string, std::string>> kVersionedKeys = {
 
 // Keys written only where they apply to the run, never as null: a tensor's `rule` exists only
 // under a contract with judgment_rules (ws1-c1-v3), so that v2 artifacts keep their keys.
-const std::set<std::pair<std::string, std::string>> kConditionalKeys = {{"#/$defs/accuracy_tensor", "rule"}};
+const std::set<std::pair<std::string, std::string>> kConditionalKeys = {{"#/$defs/accuracy_tensor", "rule"},
+                                                                      {"#/$defs/accuracy_tensor", "relative"}};
 
 // Every object schema with properties requires all of them: the writer always emits every
 // key (absent values are explicit nulls), so optional keys would hide a writer bug.
@@ -217,6 +218,7 @@ TEST_CASE("schema: the written artifact conforms", "[evidence]") {
   }
   SECTION("with a tensor judged by a v3 rule") {
     e.cells[0].accuracy.front().rule = ws1::AppliedRule{"judgment_rules.gradient_scale_free", 0.11328125, 0.02};
+    e.cells[0].accuracy.front().relative = ws1::RelativeCheck{0.015625, 2, 0.0078125, 0.0390625, true};
   }
   auto text = ws1::evidence_json(e);
   INFO((text.ok() ? std::string() : text.error().message()));

@@ -101,3 +101,59 @@ TEST_CASE("v3 scale-free gradients: a correctly rounded gradient above the v2 ro
   CHECK(bad.verdict == Verdict::kRed);
   CHECK_THAT(bad.reason, Catch::Contains("dweight"));
 }
+
+TEST_CASE("v3 relative criterion: every float tensor is held to factor x the naive bf16 engine's error + one "
+          "bf16 step at the peak; cpu_bf16 meets it on the smoke catalogue", "[run][contract_v3][relative]") {
+  auto cpu = make_cpu_bf16_backend();
+  const test::Workload& w = v3();
+  const auto& rule = *w.contract.rules->relative_to_naive;
+  RunContext run = w.run_context();
+  FixtureGenerator gen;
+  std::size_t judged = 0;
+  for (const FixtureSpec& spec : w.catalogue) {
+    if (spec.tier == Tier::kInvariance) continue;
+    for (const Judgment j : {Judgment::kForwardAccuracy, Judgment::kGradientAccuracy}) {
+      auto cell = run_accuracy_cell(run, gen, *cpu, *find_op_impl(spec.op), j, spec);
+      REQUIRE(cell.ok());
+      INFO(cell->id << ": " << cell->reason);
+      CHECK(cell->verdict != Verdict::kRed);
+      for (const AccuracyTensor& t : cell->accuracy) {
+        if (!t.relative) continue;
+        ++judged;
+        CHECK(t.relative->factor == rule.factor_by_judgment.at(j));
+        CHECK(t.relative->bound == t.relative->factor * t.relative->naive_max_abs + t.relative->floor);
+        CHECK(t.relative->passed);
+      }
+    }
+  }
+  CHECK(judged > 100);
+}
+
+TEST_CASE("planted defect: attention's o with its sign flipped is vacuous under v2 and red under v3's relative "
+          "criterion on near_zero; cpu_bf16 is green there", "[run][contract_v3][relative][planted]") {
+  test::PlantedBackend flipped("attention", [](const Tensors& in, const OpContext& ctx) -> Result<Tensors> {
+    auto out = find_op_impl("attention")->cpu_forward(in, ctx);
+    if (!out) return out;
+    for (NamedTensor& t : *out) {
+      if (t.name != "o") continue;
+      auto* bits = t.tensor.data<std::uint16_t>();
+      for (std::int64_t i = 0; i < t.tensor.numel(); ++i) bits[i] ^= 0x8000u;
+    }
+    return out;
+  });
+  auto forward = [](const test::Workload& w, Backend& b) {
+    RunContext run = w.run_context();
+    FixtureGenerator gen;
+    auto cell = run_accuracy_cell(run, gen, b, *find_op_impl("attention"), Judgment::kForwardAccuracy,
+                                  w.spec("attention/primary/near_zero"));
+    REQUIRE(cell.ok());
+    return std::move(cell).value();
+  };
+  CHECK(forward(v2(), flipped).verdict == Verdict::kVacuous);
+  const Cell red = forward(v3(), flipped);
+  CHECK(red.verdict == Verdict::kRed);
+  CHECK_THAT(red.reason, Catch::Contains("relative bound") && Catch::Contains("naive bf16"));
+  auto cpu = make_cpu_bf16_backend();
+  CHECK(forward(v2(), *cpu).verdict == Verdict::kVacuous);
+  CHECK(forward(v3(), *cpu).verdict == Verdict::kGreen);
+}

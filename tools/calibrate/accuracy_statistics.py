@@ -22,6 +22,12 @@ reads evidence artifacts instead (ws1check-evidence-v6: every accuracy tensor re
 and max |r|) and prints, per backend, the largest rel_peak of the bf16 tensors of green or
 vacuous cells (of judgment J, default gradient_accuracy) with its cell, and the count; the same
 cell seen in several artifacts counts once.
+
+  accuracy_statistics.py --relative FILE_OR_DIR...
+reads ws1-c1-v3 evidence (tensors with a `relative` record) and prints, per backend and
+judgment, the distribution of ratio = max |c - r| / max |naive - r| (the naive bf16 engine's
+error; tensors whose naive error is 0 are counted apart): count, max, P99, P90, median, and the
+largest (error - floor) / naive error, the factor each tensor would need without the floor.
 """
 import json
 import math
@@ -103,7 +109,7 @@ def stats(c, r):
     return s
 
 
-def evidence_rel_peaks(paths, judgment):
+def evidence_files(paths):
     files = []
     for p in paths:
         if os.path.isdir(p):
@@ -111,15 +117,19 @@ def evidence_rel_peaks(paths, judgment):
                 files += [os.path.join(root, n) for n in names if n.endswith(".json")]
         else:
             files.append(p)
-    seen = {}
     for f in sorted(files):
         try:
             with open(f) as fh:
                 e = json.load(fh)
         except (OSError, ValueError):
             continue
-        if not isinstance(e, dict) or e.get("schema_version") != "ws1check-evidence-v6":
-            continue
+        if isinstance(e, dict) and e.get("schema_version") == "ws1check-evidence-v6":
+            yield f, e
+
+
+def evidence_rel_peaks(paths, judgment):
+    seen = {}
+    for f, e in evidence_files(paths):
         for c in e.get("cells", []):
             if c.get("judgment") != judgment or c.get("verdict") not in ("green", "vacuous"):
                 continue
@@ -141,7 +151,38 @@ def evidence_rel_peaks(paths, judgment):
     return 0
 
 
+def evidence_relative(paths):
+    seen = {}
+    for f, e in evidence_files(paths):
+        for c in e.get("cells", []):
+            for t in c.get("tensors", []):
+                rel = t.get("relative")
+                if rel is None:
+                    continue
+                key = (c["backend"]["actual"], c["judgment"], c["fixture"]["hash"], c["id"], t["name"])
+                seen[key] = (t["abs_error"]["max"], rel)
+    groups = {}
+    for (backend, judgment, _, cell, tensor), (err, rel) in seen.items():
+        groups.setdefault((backend, judgment), []).append((err, rel, cell, tensor))
+    for (backend, judgment), rows in sorted(groups.items()):
+        ratios = sorted((err / rel["naive_max_abs"], cell, tensor) for err, rel, cell, tensor in rows
+                        if rel["naive_max_abs"] > 0)
+        zero = [r for r in rows if r[1]["naive_max_abs"] == 0]
+        need = max(((err - rel["floor"]) / rel["naive_max_abs"], cell, tensor) for err, rel, cell, tensor in rows
+                   if rel["naive_max_abs"] > 0) if ratios else (0, "-", "-")
+        failed = sum(1 for _, rel, _, _ in rows if not rel["passed"])
+        v = np.array([r[0] for r in ratios]) if ratios else np.zeros(1)
+        print(f"{backend} {judgment}: {len(rows)} tensors ({len(zero)} with naive error 0, {failed} over the bound); "
+              f"ratio max {v.max():.3g} ({ratios[-1][1]} {ratios[-1][2]}) P99 {np.percentile(v, 99):.3g} "
+              f"P90 {np.percentile(v, 90):.3g} median {np.median(v):.3g}; "
+              f"largest factor needed without the floor {need[0]:.3g} ({need[1]} {need[2]})" if ratios else
+              f"{backend} {judgment}: {len(rows)} tensors, naive error 0 on all")
+    return 0
+
+
 def main(argv):
+    if len(argv) >= 2 and argv[1] == "--relative":
+        return evidence_relative(argv[2:])
     if len(argv) >= 2 and argv[1] == "--evidence":
         judgment = "gradient_accuracy"
         paths = argv[2:]

@@ -271,8 +271,20 @@ struct ScaleFreeGradientRule {
   RuleProvenance provenance;
 };
 
+// Spec §3.2 / §11.2 item 11, FlashAttention's relative criterion: a tensor's largest error is at
+// most `factor` (per judgment) times the naive BF16 engine's (ws1/naive.hpp) on the same inputs,
+// plus floor_steps BF16 steps at the tensor's peak |reference| (the rounding of a bf16 output):
+//   max|c - r| <= factor * max|n - r| + floor_steps * ulp_bf16(max|r|)
+// The row (or the scale-free rule) still applies: it is the cap.
+struct RelativeToNaiveRule {
+  std::map<Judgment, double> factor_by_judgment;  // forward_accuracy, gradient_accuracy
+  double floor_steps = 0;
+  RuleProvenance provenance;
+};
+
 struct JudgmentRules {
   std::optional<ScaleFreeGradientRule> gradient_scale_free;
+  std::optional<RelativeToNaiveRule> relative_to_naive;
 };
 
 // ---- The contract -------------------------------------------------------------------------------

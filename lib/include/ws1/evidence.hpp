@@ -124,6 +124,14 @@ struct AppliedRule {
   double atol = 0, rtol = 0;
 };
 
+// The relative criterion of ws1-c1-v3 (judgment_rules.relative_to_naive) on one tensor: the
+// naive BF16 engine's largest error against the same reference, the bound it gives
+// (factor * naive_max_abs + floor), and whether the candidate's largest error is within it.
+struct RelativeCheck {
+  double naive_max_abs = 0, factor = 0, floor = 0, bound = 0;
+  bool passed = false;
+};
+
 struct AccuracyTensor {
   std::string name;
   Dims shape;
@@ -157,6 +165,9 @@ struct AccuracyTensor {
   std::optional<double> bias_ulp;
   // Set when a v3 rule replaced the cell's row for this tensor (absent under ws1-c1-v2).
   std::optional<AppliedRule> rule;
+  // Set where ws1-c1-v3's relative criterion judged the tensor (absent under ws1-c1-v2); a
+  // failed check fails the tensor.
+  std::optional<RelativeCheck> relative;
 };
 
 struct BitMismatch {
