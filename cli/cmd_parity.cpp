@@ -32,7 +32,7 @@ struct ParityOptions {
   std::vector<double> logit_scales = {1.0};
   std::int64_t sequences = 4;
   double temperature = 1.0;
-  std::string rms_norm_order = "contract";
+  std::string rms_norm_order = "contract", rollout_rms_norm_order;
   bool strict = false, json = false, batched_decode = false, no_reference = false, unpinned = false;
   unsigned threads = 0;
   std::vector<std::string> sweep_given;  // sweep-only options on the command line
@@ -152,7 +152,7 @@ void print_kv_row(const ws1::KvCaseInputs& in, const ws1::Cell& rows, const ws1:
 int run_kv(const ParityOptions& o, Session& s, const ws1::OpContext& run_ctx) {
   if (!o.sweep_given.empty()) return report(ws1::bad_input("--fixture", "kv", o.sweep_given.front() + " applies to --fixture sweep only"));
   if (o.batched_decode) return report(ws1::bad_input("--fixture", "kv", "--batched-decode applies to the chain (manifest, sweep)"));
-  if (o.rms_norm_order != "contract")
+  if (o.rms_norm_order != "contract" || !o.rollout_rms_norm_order.empty())
     return report(ws1::bad_input("--fixture", "kv", "--rms-norm-order applies to the chain (the kv cases are attention alone)"));
   const ws1::Manifest& m = s.workload.manifest;
   auto config = kv_config(o.model, m, o.unpinned);
@@ -234,6 +234,12 @@ int run(const ParityOptions& o) {
   if (o.fixture == "kv") return run_kv(o, s, s.run.op_context);
   auto ctx = op_context(o, s);
   if (!ctx) return report(ctx.error());
+  ws1::ParityOptions popt{o.strict, !o.no_reference, o.batched_decode, {}};
+  if (!o.rollout_rms_norm_order.empty()) {
+    popt.rollout_rms_norm_order = ws1::rms_norm_order_from_name(o.rollout_rms_norm_order);
+    if (!popt.rollout_rms_norm_order)
+      return report(ws1::bad_input("--rollout-rms-norm-order", o.rollout_rms_norm_order, "expected kernel or hf"));
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto weights = open_model(o.model, s.workload.manifest, o.threads, o.unpinned);
   if (!weights) return report(weights.error());
@@ -247,7 +253,7 @@ int run(const ParityOptions& o) {
   }
   spdlog::info("{} protocol: {} sequences, {} active tokens on {}", fixture->protocol, fixture->sequences.size(),
                fixture->active_tokens(), s.backend->name());
-  auto parity = ws1::run_parity(*weights, *s.backend, *ctx, *fixture, {o.strict, !o.no_reference, o.batched_decode});
+  auto parity = ws1::run_parity(*weights, *s.backend, *ctx, *fixture, popt);
   if (!parity) return report(parity.error());
 
   ws1::ParityCellInputs in{&s.contract, &*weights, &*fixture, &*parity,
@@ -255,6 +261,7 @@ int run(const ParityOptions& o) {
   auto cell = ws1::parity_cell(in);
   if (!cell) return report(cell.error());
   if (o.rms_norm_order != "contract") cell->id += "/rms_norm_order=" + o.rms_norm_order;
+  if (!o.rollout_rms_norm_order.empty()) cell->id += "/rollout_rms_norm_order=" + o.rollout_rms_norm_order;
   const std::string name = "parity-" + s.backend->name();
   auto tensors = ws1::parity_token_tensors(in);
   if (!tensors) return report(tensors.error());
@@ -263,7 +270,12 @@ int run(const ParityOptions& o) {
   std::filesystem::create_directories(o.out, ec);
   if (ws1::Status st = ws1::write_safetensors(tokens_path, *tensors, ws1::parity_token_metadata(in)); !st)
     return report(st.error());
-  if (!o.json) print_table(*cell, *weights, *fixture, *parity, tokens_path.string());
+  if (!o.json) {
+    print_table(*cell, *weights, *fixture, *parity, tokens_path.string());
+    if (popt.rollout_rms_norm_order)
+      fmt::print("rms_norm order: lhs {}, rhs {} (--rollout-rms-norm-order)\n",
+                 ws1::contract_name(ctx->rms_norm_order), o.rollout_rms_norm_order);
+  }
   s.evidence.cells.push_back(std::move(cell).value());
   return finish_run(s.evidence, o.out, name, o.json);
 }
@@ -290,6 +302,9 @@ Command register_parity(CLI::App& app) {
           ->default_str("4"),
       sub->add_option("--temperature", o->temperature, "sweep: sampling temperature (0: greedy)")->default_str("1")};
   CLI::Option* order = sub->add_option("--rms-norm-order", o->rms_norm_order, "contract | kernel | hf")->default_str("contract");
+  CLI::Option* rollout_order = sub->add_option("--rollout-rms-norm-order", o->rollout_rms_norm_order,
+                "kernel | hf: rhs (rollout decode) in this RMSNorm order, lhs in --rms-norm-order's: two "
+                "paths that are not bit-identical (spec 8.1's distribution)");
   sub->add_flag("--strict", o->strict, "also require d == 0 exactly; localise the first bitwise drift");
   CLI::Option* no_reference = sub->add_flag("--no-reference", o->no_reference,
                 "skip the FP32 reference chain (CPU; slow at Qwen3-8B dims): no *_vs_fp32 metrics");
@@ -299,7 +314,7 @@ Command register_parity(CLI::App& app) {
   CLI::Option* batched = sub->add_flag("--batched-decode", o->batched_decode,
                 "rhs decodes the sequences together (several lengths in flight, key_mask)");
   add_run_options(sub, o->backend, o->contract, o->workload, o->out, o->json, o->threads);
-  std::vector<const CLI::Option*> chain_only = {model,   fixture, order, no_reference,
+  std::vector<const CLI::Option*> chain_only = {model,   fixture,  order, rollout_order, no_reference,
                                                 batched, unpinned, sub->get_option("--backend")};
   chain_only.insert(chain_only.end(), sweep_only.begin(), sweep_only.end());
   return {sub, [o, sweep_only, chain_only] {

@@ -156,6 +156,12 @@ Chain Chain::reference(const ModelWeights& weights, const OpContext& ctx) {
   return Chain(weights, nullptr, ctx);
 }
 
+Chain Chain::with_rms_norm_order(RmsNormOrder order) const {
+  Chain c = *this;
+  c.ctx_.rms_norm_order = order;
+  return c;
+}
+
 KvCache Chain::new_cache() const {
   const ModelConfig& c = weights_->config;
   return KvCache(c.num_hidden_layers, c.num_key_value_heads, c.head_dim);

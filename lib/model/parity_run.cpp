@@ -95,8 +95,8 @@ bool drifts(const ParitySequence& s, const SequenceResult& r) {
 // with both paths fully traced for the sequences that drift (digests or d). The traced run must
 // reproduce the untraced logps bit for bit (the chain is deterministic); a difference is an
 // error, not a drift localised against the wrong data.
-Status trace_drifting(Chain& chain, const ParityFixture& f, const std::vector<std::size_t>& group, bool batched,
-                      std::vector<SequenceResult>& results) {
+Status trace_drifting(Chain& lhs, Chain& rhs, const ParityFixture& f, const std::vector<std::size_t>& group,
+                      bool batched, std::vector<SequenceResult>& results) {
   std::vector<Trace*> traces(group.size(), nullptr);
   std::size_t traced = 0;
   for (std::size_t k = 0; k < group.size(); ++k) {
@@ -106,7 +106,7 @@ Status trace_drifting(Chain& chain, const ParityFixture& f, const std::vector<st
     results[i].rhs_trace = Trace{};
     traces[k] = &results[i].rhs_trace;
     ++traced;
-    auto tf = chain.teacher_forcing(f.sequences[i].tokens, &results[i].lhs_trace);
+    auto tf = lhs.teacher_forcing(f.sequences[i].tokens, &results[i].lhs_trace);
     if (!tf) return candidate_error(tf.error(), "traced teacher forcing, " + f.sequences[i].id);
     if (!same_bits(*tf, results[i].teacher_forcing))
       return environment_error("parity --strict, " + f.sequences[i].id,
@@ -114,7 +114,7 @@ Status trace_drifting(Chain& chain, const ParityFixture& f, const std::vector<st
   }
   spdlog::info("strict: {} of {} sequences drift (digests or d); tracing them in full", traced, group.size());
   if (traced == 0) return {};
-  auto ro = rollout(chain, f, group, batched, traces);
+  auto ro = rollout(rhs, f, group, batched, traces);
   if (!ro) return ro.error();
   for (std::size_t k = 0; k < group.size(); ++k)
     if (!same_bits((*ro)[k], results[group[k]].rollout))
@@ -162,7 +162,9 @@ Result<ParityRun> run_parity(const ModelWeights& base, Backend& backend, const O
     std::vector<Trace*> digests(group.size(), nullptr);
     if (options.strict)
       for (std::size_t k = 0; k < group.size(); ++k) digests[k] = &results[group[k]].rhs_trace;
-    auto decoded = rollout(candidate, fixture, group, options.batched_decode, digests);
+    Chain rollout_chain = options.rollout_rms_norm_order ? candidate.with_rms_norm_order(*options.rollout_rms_norm_order)
+                                                         : candidate;
+    auto decoded = rollout(rollout_chain, fixture, group, options.batched_decode, digests);
     if (!decoded) {
       run.candidate_failure = decoded.error();
       return run;
@@ -172,7 +174,7 @@ Result<ParityRun> run_parity(const ModelWeights& base, Backend& backend, const O
     spdlog::info("logit scale {}: rollout decode in {:.2f} s ({} decode steps, {:.1f} ms per step)", scale,
                  rollout_s, decode_steps, decode_steps > 0 ? 1e3 * rollout_s / static_cast<double>(decode_steps) : 0.0);
     if (options.strict)
-      if (Status st = trace_drifting(candidate, fixture, group, options.batched_decode, results); !st) {
+      if (Status st = trace_drifting(candidate, rollout_chain, fixture, group, options.batched_decode, results); !st) {
         run.candidate_failure = st.error();
         return run;
       }

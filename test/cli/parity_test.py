@@ -94,6 +94,25 @@ class Parity(unittest.TestCase):
             self.assertEqual(c["id"], "chain/chain_parity/manifest/batched_decode/synthetic:tiny/cpu_bf16")
             self.assertEqual(c["transform"], "teacher_forcing_vs_batched_rollout_decode")
 
+    def test_rollout_in_another_rms_norm_order(self):
+        """rhs in hf order, lhs in kernel order: two paths that are not bit-identical, so d != 0 at
+        some tokens and --strict names the first drift; the cell id says which orders ran."""
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run("parity", "--model", "synthetic:tiny", "--backend", "cpu_bf16", "--strict",
+                               "--rms-norm-order", "kernel", "--rollout-rms-norm-order", "hf", "--out", d)
+            self.assertEqual(rc, 1, err)  # --strict: d != 0 is red
+            self.assertIn("rms_norm order: lhs kernel, rhs hf", out)
+            self.assertRegex(out, r"strict: d exactly 0 at \d+ of 27 active tokens; first drift ")
+            c = load_json(os.path.join(d, "parity-cpu_bf16.json"))["cells"][0]
+            self.assertEqual(c["id"], "chain/chain_parity/manifest/synthetic:tiny/cpu_bf16/rms_norm_order=kernel/"
+                                      "rollout_rms_norm_order=hf")
+            m = {x["name"]: x["value"] for x in c["metrics"]}
+            self.assertGreater(m["max_abs_dlogp"], 0)
+            rc, out, err = run("parity", "--model", "synthetic:tiny", "--backend", "cpu_bf16", "--strict",
+                               "--rms-norm-order", "hf", "--rollout-rms-norm-order", "hf", "--out", d)
+            self.assertEqual(rc, 0, err)  # the same order on both sides: d == 0 again
+            self.assertIn("strict: d exactly 0 at 27 of 27 active tokens", out)
+
     def test_small_sweep(self):
         with tempfile.TemporaryDirectory() as d:
             rc, out, err = run("parity", "--model", "synthetic:tiny", "--backend", "cpu_bf16", "--fixture",
@@ -144,6 +163,8 @@ class Parity(unittest.TestCase):
             (["--model", "synthetic:tiny", "--seeds", "1"], "--seeds applies to --fixture sweep only"),
             (["--model", "synthetic:tiny", "--fixture", "other"], "expected manifest, sweep or kv"),
             (["--fixture", "kv", "--batched-decode"], "--batched-decode applies to the chain"),
+            (["--model", "synthetic:tiny", "--rollout-rms-norm-order", "fast"], "expected kernel or hf"),
+            (["--fixture", "kv", "--rollout-rms-norm-order", "hf"], "--rms-norm-order applies to the chain"),
             (["--model", "/nonexistent/snapshot"], "/nonexistent/snapshot/config.json"),
             (["--model", "synthetic:tiny", "--fixture", "sweep", "--logit-scales", "3"], "power of two"),
         ]

@@ -31,6 +31,8 @@
 # cuda_bf16) in both rms_norm
 # orders (PARITY_ORDERS="kernel" or "hf" for one; PARITY_TIMEOUT bounds each run, s); their
 # artifacts are packed into $OUT/parity-<step>.tgz (few files come back).
+# PARITY_ROLLOUT_ORDER=hf (or kernel) runs rhs in that order (parity --rollout-rms-norm-order: two
+# paths that are not bit-identical); PARITY_STRICT= (empty) drops --strict.
 # REFERENCE=cuda_fp32 takes the accuracy steps' golds from the GPU reference engine.
 # Logs and artifacts go to $OUT (default /tmp/ws1-out). Each step's exit status is printed in
 # the summary at the end; the script's status is the first failing step's.
@@ -197,7 +199,8 @@ for s in "$@"; do
           step $s-$order timeout ${PARITY_TIMEOUT:-600} $BIN/ws1check parity --model synthetic:qwen3-8b --backend ${PARITY_BACKEND:-cuda_bf16} \
             --fixture sweep --seeds ${SWEEP_SEEDS:-1,2,3} --prompt-len ${SWEEP_PROMPTS:-8,32} \
             --response-len ${SWEEP_RESPONSES:-40,44} --logit-scales ${SWEEP_SCALES:-1,4} \
-            --sequences 1 --strict --no-reference --rms-norm-order $order --out $P/$order
+            --sequences 1 ${PARITY_STRICT---strict} --no-reference --rms-norm-order $order \
+            ${PARITY_ROLLOUT_ORDER:+--rollout-rms-norm-order $PARITY_ROLLOUT_ORDER} --out $P/$order
         fi
       done
       tar czf "$OUT/$s.tgz" -C $P . ;;

@@ -258,6 +258,10 @@ class Chain {
       std::span<const std::vector<std::int64_t>> sequences, std::span<const std::int64_t> prompt_lens,
       std::span<Trace* const> traces = {});
 
+  // The same chain (same weights, kept resident once) with its RMSNorm ops in another rounding
+  // order: a path that is not bit-identical to this one (parity's --rollout-rms-norm-order).
+  Chain with_rms_norm_order(RmsNormOrder order) const;
+
   KvCache new_cache() const;
   const ModelConfig& config() const { return weights_->config; }
   bool is_reference() const { return backend_ == nullptr; }

@@ -93,6 +93,9 @@ struct ParityOptions {
   // rhs = batched rollout decode: the sequences of one logit scale decode together, several
   // lengths in flight (Chain::rollout_decode_batched).
   bool batched_decode = false;
+  // rhs in another RMSNorm rounding order than lhs (ctx's): the two sides are then different
+  // numerical paths, as a trainer and an inference engine are (spec §8.1's distribution).
+  std::optional<RmsNormOrder> rollout_rms_norm_order;
 };
 
 // Runs both paths of every sequence on `backend` (and the reference), each sequence with
