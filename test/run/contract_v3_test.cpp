@@ -3,6 +3,8 @@
 // carry no trace of the rules. Tolerances come from the shipped contracts only.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "run_test_support.hpp"
 #include "ws1/numeric.hpp"
 
@@ -117,6 +119,11 @@ TEST_CASE("v3 relative criterion: every float tensor is held to factor x the nai
       REQUIRE(cell.ok());
       INFO(cell->id << ": " << cell->reason);
       CHECK(cell->verdict != Verdict::kRed);
+      const bool any_relative = std::any_of(cell->accuracy.begin(), cell->accuracy.end(),
+                                            [](const AccuracyTensor& t) { return t.relative.has_value(); });
+      const bool naive_stage = std::any_of(cell->timing.begin(), cell->timing.end(),
+                                           [](const StageTime& st) { return st.stage == "naive"; });
+      CHECK(naive_stage == any_relative);  // the naive engine's time is its own stage
       for (const AccuracyTensor& t : cell->accuracy) {
         if (!t.relative) continue;
         ++judged;
