@@ -468,6 +468,42 @@ DeviceAccuracyJudge g_device_judge = nullptr;
 
 void set_device_accuracy_judge(DeviceAccuracyJudge judge) { g_device_judge = judge; }
 
+double max_abs_error(const Tensor& candidate, const Tensor& reference) {
+  judge_detail::require_defined(candidate, "max_abs_error", "candidate");
+  judge_detail::require_defined(reference, "max_abs_error", "reference");
+  if (auto why = incomparable(candidate, reference, Tolerance{CompareMode::kTolerance, 0, 0}))
+    throw std::logic_error("ws1::max_abs_error: " + *why);
+  const std::int64_t numel = candidate.numel();
+  if (numel == 0) return 0;
+  const Tensor cc = candidate.is_contiguous() ? candidate : candidate.contiguous();
+  const Tensor rc = reference.is_contiguous() ? reference : reference.contiguous();
+  const std::int64_t chunks = (numel + kChunk - 1) / kChunk;
+  // Per chunk: the largest error and whether any pair was measured. A maximum does not depend
+  // on the order it is taken in, so the result is the thread count's as well.
+  std::vector<std::pair<double, bool>> parts(static_cast<std::size_t>(chunks), {0.0, false});
+  for_chunks(numel, worker_count(chunks), [&](unsigned, std::int64_t k, std::int64_t begin, std::int64_t end) {
+    parts[static_cast<std::size_t>(k)] = with_candidate_dtype(candidate.dtype(), [&](auto dt) {
+      double m = 0;
+      bool any = false;
+      for (std::int64_t flat = begin; flat < end; ++flat) {
+        const float c = load_candidate<decltype(dt)::value>(cc.raw(), flat);
+        const float r = load_reference(rc.raw(), flat);
+        if (std::isnan(c) || std::isnan(r)) continue;
+        any = true;
+        m = std::max(m, judge_detail::abs_error(c, r));
+      }
+      return std::pair{m, any};
+    });
+  });
+  double m = 0;
+  bool any = false;
+  for (const auto& [pm, pany] : parts) {
+    m = std::max(m, pm);
+    any = any || pany;
+  }
+  return any ? m : std::numeric_limits<double>::quiet_NaN();
+}
+
 AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const Tensor& reference,
                               const Tolerance& tol) {
   judge_detail::require_defined(candidate, "judge_accuracy", "candidate");

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <set>
 
+#include "ws1/accuracy_parts.hpp"
 #include "ws1/judge.hpp"
 #include "ws1/naive.hpp"
 #include "ws1/numeric.hpp"
@@ -220,7 +221,9 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
       if (nt == nullptr)
         return bad_input(std::string(op.name()), d.name, "the naive bf16 engine produced no such tensor");
       RelativeCheck rc;
-      rc.naive_max_abs = judge_accuracy(d.name, *nt, *r, applied).abs_error.max;
+      if (auto why = accuracy_incomparable(*nt, *r, applied))
+        return bad_input(std::string(op.name()), d.name, "the naive bf16 engine's tensor: " + *why);
+      rc.naive_max_abs = max_abs_error(*nt, *r);
       rc.factor = *factor;
       rc.floor = contract.rules->relative_to_naive->floor_steps * bf16_step(*t.reference_max_abs);
       rc.bound = rc.factor * rc.naive_max_abs + rc.floor;

@@ -266,3 +266,31 @@ TEST_CASE("stats: tensors over several chunks merge like one pass", "[judge]") {
   const auto over = [&](float c) { return judge_test::exact_within(c, 0.25f, tol.atol, tol.rtol) ? 0 : 1; };
   CHECK(a.violations == 2 * over(0.25f + 0x1p-10f) + over(0.25f + 0x1p-14f));
 }
+
+TEST_CASE("max_abs_error is the judge's abs_error.max, NaN and infinity included, on every chunking",
+          "[judge][max_abs_error]") {
+  const ws1::Tolerance tol{ws1::CompareMode::kTolerance, 0.0, 0.0};
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  // Across more than one of the judge's 4 Mi-element chunks, the largest error placed late.
+  const std::int64_t n = (std::int64_t{1} << 22) + 1000;
+  std::vector<float> c(static_cast<std::size_t>(n)), r(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    r[static_cast<std::size_t>(i)] = static_cast<float>(i % 977) / 64.0f - 7.0f;
+    c[static_cast<std::size_t>(i)] = ws1::round_bf16(r[static_cast<std::size_t>(i)] * 1.001f);
+  }
+  c[static_cast<std::size_t>(n - 3)] = 100.0f;  // the largest error, in the second chunk
+  c[5] = nan;                                   // NaN pairs are left out, as the judge does
+  const auto cand = bf16({n}, c);
+  const auto ref = f32({n}, r);
+  const double m = ws1::max_abs_error(cand, ref);
+  CHECK(m == ws1::judge_accuracy("x", cand, ref, tol).abs_error.max);
+  CHECK(m == std::fabs(100.0 - static_cast<double>(r[static_cast<std::size_t>(n - 3)])));
+  // float32 candidates; an infinity against a finite value; all-NaN; empty.
+  const auto fc = f32({4}, {1.0f, inf, 2.0f, -3.0f}), fr = f32({4}, {1.5f, 0.0f, 2.0f, -3.25f});
+  CHECK(ws1::max_abs_error(fc, fr) == ws1::judge_accuracy("x", fc, fr, tol).abs_error.max);
+  CHECK(std::isinf(ws1::max_abs_error(fc, fr)));
+  CHECK(std::isnan(ws1::max_abs_error(f32({2}, {nan, 1.0f}), f32({2}, {0.0f, nan}))));
+  CHECK(ws1::max_abs_error(f32({0}, {}), f32({0}, {})) == 0.0);
+  // A pair the judge cannot compare is the caller's mistake.
+  CHECK_THROWS_AS(ws1::max_abs_error(f32({2}, {1.0f, 2.0f}), f32({3}, {1.0f, 2.0f, 3.0f})), std::logic_error);
+}

@@ -74,6 +74,13 @@ bool within_tolerance(float candidate, float reference, const Tolerance& tol);
 AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const Tensor& reference,
                               const Tolerance& tol);
 
+// judge_accuracy(...).abs_error.max alone, for a pair judge_accuracy can compare: the largest
+// |c - r| over the elements where neither side is NaN (infinity where one side is infinite and
+// the other differs; NaN when every element has a NaN; 0 for an empty pair), on the host, with
+// none of the other statistics: what v3's relative criterion needs of the naive engine's error.
+// An incomparable pair (see above) is a programming error here (std::logic_error).
+double max_abs_error(const Tensor& candidate, const Tensor& reference);
+
 // The same on the path that has a contract: check_reference_dtype() first, so a reference of
 // the wrong dtype is an error (exit 2), not a red tensor. No option skips the check.
 Result<AccuracyTensor> judge_accuracy(const Contract& contract, std::string_view op,
