@@ -312,6 +312,9 @@ int run(const GateOptions& o) {
     if (!s) return report(s.error());
     sessions.push_back(std::move(s).value());
   }
+  // Every backend judges the same fixtures against the same reference: v3's naive-engine errors
+  // are computed once for all of them.
+  for (const auto& s : sessions) s->run.naive_errors = sessions.front()->run.naive_errors;
   // Cells and C8 rows are keyed by the id each backend answers to (an exec: worker announces
   // its own, e.g. triton_cuda_bf16), so two entries answering to one id cannot share a gate.
   std::vector<std::string> profiles;

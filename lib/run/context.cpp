@@ -4,6 +4,18 @@
 
 namespace ws1 {
 
+std::optional<double> NaiveErrorMemo::find(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  const auto it = values_.find(key);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+void NaiveErrorMemo::put(const std::string& key, double max_abs) {
+  std::lock_guard lock(mutex_);
+  values_.emplace(key, max_abs);
+}
+
 RunContext make_run_context(const Contract& contract, const Manifest& manifest,
                             const FixtureLock& lock, std::string expected_backend,
                             unsigned threads) {
@@ -12,6 +24,7 @@ RunContext make_run_context(const Contract& contract, const Manifest& manifest,
   run.manifest = &manifest;
   run.lock = &lock;
   run.expected_backend = std::move(expected_backend);
+  run.naive_errors = std::make_shared<NaiveErrorMemo>();
   OpContext& c = run.op_context;
   const ModelConfig& m = manifest.model.config;
   c.rms_norm_eps = m.rms_norm_eps;

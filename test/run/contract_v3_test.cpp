@@ -164,3 +164,47 @@ TEST_CASE("planted defect: attention's o with its sign flipped is vacuous under 
   CHECK(forward(v2(), *cpu).verdict == Verdict::kVacuous);
   CHECK(forward(v3(), *cpu).verdict == Verdict::kGreen);
 }
+
+TEST_CASE("v3 relative criterion: the naive engine's error is computed once per fixture and shared by the runs "
+          "of other backends (a gate's), with the same records", "[run][contract_v3][relative]") {
+  const test::Workload& w = v3();
+  RunContext run = w.run_context();
+  REQUIRE(run.naive_errors != nullptr);  // every run context keeps one
+  const FixtureSpec& spec = w.spec("rms_norm/primary/normal");
+  const auto has_naive_stage = [](const Cell& c) {
+    return std::any_of(c.timing.begin(), c.timing.end(), [](const StageTime& st) { return st.stage == "naive"; });
+  };
+  const auto relatives = [](const Cell& c) {
+    std::vector<double> v;
+    for (const AccuracyTensor& t : c.accuracy)
+      if (t.relative) v.push_back(t.relative->naive_max_abs);
+    return v;
+  };
+  FixtureGenerator gen;
+  auto cpu = make_cpu_bf16_backend();
+  auto first = run_accuracy_cell(run, gen, *cpu, *find_op_impl("rms_norm"), Judgment::kGradientAccuracy, spec);
+  REQUIRE(first.ok());
+  CHECK(has_naive_stage(*first));
+  // Another backend (a planted one, off by a factor) on the same fixture: the memo answers.
+  test::PlantedBackend scaled("rms_norm", test::Kernel{}, [](const Tensors& in, const OpContext& ctx) -> Result<Tensors> {
+    auto out = find_op_impl("rms_norm")->cpu_backward(in, ctx);
+    if (!out) return out;
+    for (NamedTensor& t : *out)
+      if (t.name == "dx") {
+        auto* bits = t.tensor.data<std::uint16_t>();
+        for (std::int64_t i = 0; i < t.tensor.numel(); ++i) bits[i] = to_bf16(from_bf16(bf16{bits[i]}) * 1.25f).bits;
+      }
+    return out;
+  });
+  auto second = run_accuracy_cell(run, gen, scaled, *find_op_impl("rms_norm"), Judgment::kGradientAccuracy, spec);
+  REQUIRE(second.ok());
+  CHECK_FALSE(has_naive_stage(*second));
+  CHECK(relatives(*second) == relatives(*first));
+  CHECK(second->verdict == Verdict::kRed);  // the memo changes where the number comes from, not the verdict
+  // Without a memo the engine runs again and gives the same numbers.
+  run.naive_errors = nullptr;
+  auto third = run_accuracy_cell(run, gen, *cpu, *find_op_impl("rms_norm"), Judgment::kGradientAccuracy, spec);
+  REQUIRE(third.ok());
+  CHECK(has_naive_stage(*third));
+  CHECK(relatives(*third) == relatives(*first));
+}

@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -22,6 +25,20 @@
 namespace ws1 {
 
 // What every cell of a run shares.
+// v3's relative criterion needs, per accuracy tensor, the naive bf16 engine's largest error
+// against the reference. It depends on the fixture, the direction, the tensor and the reference
+// engine only, not on the candidate, so runs of several backends over one workload (a gate)
+// share this memo and compute each once. Thread-safe.
+class NaiveErrorMemo {
+ public:
+  std::optional<double> find(const std::string& key) const;
+  void put(const std::string& key, double max_abs);
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, double> values_;
+};
+
 struct RunContext {
   const Contract* contract = nullptr;
   const Manifest* manifest = nullptr;
@@ -35,6 +52,8 @@ struct RunContext {
   // Declarations the contract did not carry, and the value used instead (for the log and the
   // evidence): e.g. "ws1check_declarations.rms_norm_rounding: undeclared, using kernel order".
   std::vector<std::string> assumptions;
+  // Shared by the runs that judge the same fixtures (ws1-c1-v3); nullptr: none kept.
+  std::shared_ptr<NaiveErrorMemo> naive_errors;
 };
 
 // Op settings from the manifest's model config and the contract's declarations. Where the
