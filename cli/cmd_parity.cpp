@@ -234,7 +234,10 @@ int run(const ParityOptions& o) {
   if (o.fixture == "kv") return run_kv(o, s, s.run.op_context);
   auto ctx = op_context(o, s);
   if (!ctx) return report(ctx.error());
-  ws1::ParityOptions popt{o.strict, !o.no_reference, o.batched_decode, {}};
+  ws1::ParityOptions popt;
+  popt.strict = o.strict;
+  popt.reference = !o.no_reference;
+  popt.batched_decode = o.batched_decode;
   if (!o.rollout_rms_norm_order.empty()) {
     popt.rollout_rms_norm_order = ws1::rms_norm_order_from_name(o.rollout_rms_norm_order);
     if (!popt.rollout_rms_norm_order)

@@ -18,7 +18,8 @@ ws1::Result<ws1::GateStage> parity_stage(const std::string& model, const std::ve
   ws1::GateStage stage{"parity", ws1::StageStatus::kPassed, "", {}};
   int red = 0;
   for (const auto& s : sessions) {
-    auto run = ws1::run_parity(*weights, *s->backend, s->run.op_context, fixture, {false, true, false});
+    // The defaults: the FP32 reference chain on, not strict, one sequence at a time.
+    auto run = ws1::run_parity(*weights, *s->backend, s->run.op_context, fixture, ws1::ParityOptions{});
     if (!run) return run.error();
     const ws1::ParityCellInputs in{&s->contract, &*weights, &fixture, &*run,
                                    {s->run.expected_backend, s->backend->name()}, chain_kernel_id(*s->backend)};

@@ -8,6 +8,10 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "ws1_build_config.h"
+#if WS1_HAVE_CUDA
+#include "ws1cuda/cuda_backend.hpp"
+#endif
 
 namespace {
 
@@ -36,6 +40,9 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : ws1cli::exit_code(ws1::ExitCode::kBadInput);
   }
   setup_logging(global.verbose, global.quiet);
+#if WS1_HAVE_CUDA
+  ws1cuda::register_engines();  // cuda_bf16 and cuda_fp32 join lib's registry (ws1/backend.hpp)
+#endif
   try {
     for (auto& c : commands)
       if (c.app->parsed()) return c.action();

@@ -9,11 +9,6 @@
 
 #include "common.hpp"
 #include "ws1/op_catalogue.hpp"
-#include "ws1_build_config.h"
-#if WS1_HAVE_CUDA
-#include "ws1cuda/cuda_backend.hpp"
-#include "ws1cuda/cuda_reference.hpp"
-#endif
 
 namespace ws1cli {
 
@@ -54,33 +49,11 @@ ws1::Result<std::vector<const ws1::Op*>> select_ops(const std::string& op) {
 }
 
 ws1::Result<std::unique_ptr<ws1::Backend>> open_backend(const std::string& name, bool gpu_present) {
-  if (name.empty()) {
-#if WS1_HAVE_CUDA
-    if (gpu_present) return ws1cuda::make_cuda_bf16_backend();
-#endif
-    spdlog::info(gpu_present ? "a GPU is present but this build has no CUDA: using the cpu_bf16 backend"
-                             : "no GPU: using the cpu_bf16 backend");
-    return ws1::make_backend("cpu_bf16");
-  }
-  if ((name == "cuda_bf16" || name == "triton_cuda_bf16") && !gpu_present)
-    return ws1::Error{"--backend", name, "needs a CUDA device and none was found",
-                      ws1::ExitCode::kEnvironment};
-#if WS1_HAVE_CUDA
-  if (name == "cuda_bf16") return ws1cuda::make_cuda_bf16_backend();
-#endif
-  return ws1::make_backend(name);
+  return ws1::open_backend(name, gpu_present);
 }
 
 ws1::Result<std::unique_ptr<ws1::ReferenceEngine>> open_reference(const std::string& name, bool gpu_present) {
-  if (name.empty() || name == "cpu") return std::unique_ptr<ws1::ReferenceEngine>();
-  if (name != "cuda_fp32") return ws1::bad_input("--reference", name, "expected cpu or cuda_fp32");
-  if (!gpu_present)
-    return ws1::Error{"--reference", name, "needs a CUDA device and none was found", ws1::ExitCode::kEnvironment};
-#if WS1_HAVE_CUDA
-  return ws1cuda::make_cuda_fp32_reference();
-#else
-  return ws1::Error{"--reference", name, "this build has no CUDA", ws1::ExitCode::kEnvironment};
-#endif
+  return ws1::open_reference(name, gpu_present);
 }
 
 namespace {

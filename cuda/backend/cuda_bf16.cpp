@@ -5,6 +5,7 @@
 
 #include "ws1/build_info.hpp"
 #include "ws1cuda/cuda_backend.hpp"
+#include "ws1cuda/cuda_reference.hpp"
 #include "ws1cuda/cuda_op.hpp"
 #include "ws1cuda/device_info.hpp"
 #include "ws1cuda/device_judge.hpp"
@@ -79,6 +80,11 @@ ws1::Result<std::unique_ptr<ws1::Backend>> make_cuda_bf16_backend() {
     return ws1::Error{"--backend", "cuda_bf16", "needs a CUDA device: " + d.error, ws1::ExitCode::kEnvironment};
   install_device_judge();  // its large outputs stay on the device and are judged there
   return std::unique_ptr<ws1::Backend>(new CudaBf16(std::move(d)));
+}
+
+void register_engines() {
+  ws1::register_backend({"cuda_bf16", true, true, make_cuda_bf16_backend});
+  ws1::register_reference({"cuda_fp32", true, make_cuda_fp32_reference});
 }
 
 }  // namespace ws1cuda

@@ -147,7 +147,7 @@ Result<Tensors> ExecBackend::call(const Op& op, Direction d, const Tensors& in, 
   const std::uint64_t id = ++requests_;
   RequestFiles files{{dir_->input_file(id), dir_->output_file(id)}};
   RunRequest request{id, std::string(op.name()), d, files.files[0].string(), files.files[1].string(),
-                     output_decls(decls), ctx};
+                     output_decls(decls), ctx, {}, {}, {}};
   const Tensors sent = cache_ ? cache_->plan(in, request.cached, request.store, request.evict) : in;
   if (Status st = write_safetensors(files.files[0], sent, {}, Durability::kTransient); !st) {
     if (cache_) cache_->forget(request.store);

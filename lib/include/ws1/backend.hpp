@@ -1,7 +1,8 @@
-// A backend runs the candidate kernels of the ops (cpu_bf16 here; cuda_bf16 and external
-// processes later). The judges and the FP32 references do not depend on it.
+// A backend runs the candidate kernels of the ops (cpu_bf16, cuda_bf16, external processes).
+// The judges and the FP32 references do not depend on it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -12,6 +13,8 @@
 #include "ws1/op.hpp"
 
 namespace ws1 {
+
+class ReferenceEngine;  // ws1/reference.hpp
 
 class Backend {
  public:
@@ -45,8 +48,34 @@ class Backend {
 // GPU kernels), usable on any machine.
 std::unique_ptr<Backend> make_cpu_bf16_backend();
 
-// The backend named `name` ("cpu_bf16"; others as they are built). Unknown or unavailable
-// names are errors naming the option.
+// The backend named `name`: a registered one (below), cpu_bf16, `exec:COMMAND` or the
+// triton_cuda_bf16 worker. Unknown or unavailable names are errors naming the option.
 Result<std::unique_ptr<Backend>> make_backend(std::string_view name);
+
+// ---- the registry: every backend and reference engine a build offers, in one place ----
+// lib/ offers cpu_bf16, exec:COMMAND, triton_cuda_bf16 and the CPU reference; a CUDA build
+// registers its own (ws1cuda::register_engines(): cuda_bf16, cuda_fp32) before anything is
+// opened. Registering a name again replaces the entry.
+
+struct BackendEntry {
+  std::string name;
+  bool needs_gpu = false;
+  bool default_with_gpu = false;  // the backend a run on a machine with a GPU gets unasked
+  std::function<Result<std::unique_ptr<Backend>>()> make;
+};
+struct ReferenceEntry {
+  std::string name;
+  bool needs_gpu = false;
+  std::function<Result<std::unique_ptr<ReferenceEngine>>()> make;
+};
+void register_backend(BackendEntry entry);
+void register_reference(ReferenceEntry entry);
+
+// --backend: `name`, or "" for the default (the registered default_with_gpu backend when a GPU
+// is present, else cpu_bf16, said on the log). A backend that needs a GPU without one is exit 3.
+Result<std::unique_ptr<Backend>> open_backend(std::string_view name, bool gpu_present);
+// --reference: "" or "cpu" -> nullptr (each op's CPU reference, lib/ref); a registered engine;
+// "cuda_fp32" in a build without CUDA is exit 3; any other name is bad input.
+Result<std::unique_ptr<ReferenceEngine>> open_reference(std::string_view name, bool gpu_present);
 
 }  // namespace ws1
