@@ -56,7 +56,7 @@ ws1::Result<BuildAuditRun> run_build_audit(const BuildAuditOptions& o) {
   ws1::AuditBackend cuda_entry{"cuda_bf16", nullptr, ""};
   if (!gpu) {
     cuda_entry.absent = env.gpu_absent_reason.empty() ? "no CUDA device" : env.gpu_absent_reason;
-  } else if (auto b = open_backend("cuda_bf16", gpu); !b) {
+  } else if (auto b = ws1::open_backend("cuda_bf16", gpu); !b) {
     cuda_entry.absent = b.error().problem;
   } else {
     cuda = std::move(b).value();
@@ -67,7 +67,7 @@ ws1::Result<BuildAuditRun> run_build_audit(const BuildAuditOptions& o) {
   for (const std::string& name : o.backends) {
     if (name == "cpu_bf16" || name == "cuda_bf16") continue;
     ws1::AuditBackend entry{name, nullptr, ""};
-    if (auto b = open_backend(name, gpu); !b) {
+    if (auto b = ws1::open_backend(name, gpu); !b) {
       entry.absent = b.error().problem;
     } else {
       extra.push_back(std::move(b).value());

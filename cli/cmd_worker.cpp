@@ -26,7 +26,7 @@ int run_worker(const WorkerOptions& o) {
     return report(ws1::bad_input("--backend", o.backend, "a worker serves a built-in backend (cpu_bf16, cuda_bf16)"));
   ws1::Environment env;
   const bool gpu = fill_gpu_environment(env);
-  auto backend = open_backend(o.backend, gpu);
+  auto backend = ws1::open_backend(o.backend, gpu);
   if (!backend) return report(backend.error());
   const std::string device =
       (*backend)->name() == "cpu_bf16" || !env.gpu ? "cpu: " + ws1::read_host().cpu_model : env.gpu->name;

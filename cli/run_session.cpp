@@ -20,10 +20,10 @@ ws1::Result<std::unique_ptr<Session>> open_session(const SessionOptions& o) {
   s->evidence = ws1::begin_evidence(cli_argv());
   const bool gpu = fill_gpu_environment(s->evidence.environment);
   // The reference engine first: a bad --reference is refused before any backend is chosen.
-  auto reference = open_reference(o.reference, gpu);
+  auto reference = ws1::open_reference(o.reference, gpu);
   if (!reference) return reference.error();
   s->reference = std::move(reference).value();
-  auto backend = open_backend(o.backend, gpu);
+  auto backend = ws1::open_backend(o.backend, gpu);
   if (!backend) return backend.error();
   s->backend = std::move(backend).value();
   s->evidence.environment.backend = s->backend->name();

@@ -48,14 +48,6 @@ ws1::Result<std::vector<const ws1::Op*>> select_ops(const std::string& op) {
   return out;
 }
 
-ws1::Result<std::unique_ptr<ws1::Backend>> open_backend(const std::string& name, bool gpu_present) {
-  return ws1::open_backend(name, gpu_present);
-}
-
-ws1::Result<std::unique_ptr<ws1::ReferenceEngine>> open_reference(const std::string& name, bool gpu_present) {
-  return ws1::open_reference(name, gpu_present);
-}
-
 namespace {
 
 // A bitwise cell: what was compared, e.g. "bits equal: o [27, 32, 128], dq [27, 32, 128]".

@@ -25,14 +25,6 @@ ws1::Result<std::vector<ws1::Judgment>> judgments_for(const std::string& directi
 // implementation is an error naming it.
 ws1::Result<std::vector<const ws1::Op*>> select_ops(const std::string& op);
 
-// The backend asked for, or the default: cuda_bf16 when a GPU is present and built, else
-// cpu_bf16 (said on stderr). Asking for a GPU backend without a device is exit 3.
-ws1::Result<std::unique_ptr<ws1::Backend>> open_backend(const std::string& name, bool gpu_present);
-
-// --reference: "" or "cpu" -> nullptr (each op's CPU reference); "cuda_fp32" -> the GPU engine
-// (ws1cuda/cuda_reference.hpp; exit 3 without a device or a CUDA build); else bad input.
-ws1::Result<std::unique_ptr<ws1::ReferenceEngine>> open_reference(const std::string& name, bool gpu_present);
-
 // The line above a run's table that names the contract which judged it (version, path, hash).
 void print_contract_line(const ws1::Evidence& evidence);
 
