@@ -855,7 +855,8 @@ class WgmmaAttention {
     // The backward reads V as bf16 (attention_wgmma_bwd.cuh): no V workspace.
     if (!backward && kForwardPv == attn::PvMode::kFp16 && attn::fwd_wants_workspace(dim(n.hq), dim(n.hkv), dim(n.sq)))
       ws_ = DeviceArray<unsigned char>(attn::fwd_workspace_bytes(dim(n.b), dim(n.hkv), dim(n.skv)));
-    if (backward) stats_ = DeviceArray<unsigned char>(attn::bwd_workspace_bytes(dim(n.b), dim(n.hq), dim(n.sq)));
+    if (backward)
+      stats_ = DeviceArray<unsigned char>(attn::bwd_workspace_bytes(dim(n.b), dim(n.hq), dim(n.hkv), dim(n.sq)));
   }
 
   void forward(const DeviceArray<bf16>& q, const DeviceArray<bf16>& k, const DeviceArray<bf16>& v,

@@ -20,8 +20,17 @@
 //          ~0, and one bf16 rounding of it breaks the gradient contract);
 //   dv_j = sum_i p_ij dO_i, dk_j = scale * sum_i ds_ij Q_i: the group's query heads in order, for
 //          each the 64-row query tiles counted from the batch row's q0 (so that padding on the left
-//          groups the same queries into the same k16 steps), k16 steps of queries in order, hi then
-//          lo of p (p V cancels where dO changes sign, as P V does in the forward) and of ds.
+//          groups the same queries into the same k16 steps), k16 steps of queries in order; ds as
+//          hi then lo (fp16's 11 bits were red on outlier-channel inputs, dq and dk both), p as
+//          one of two operands (BwdOperands):
+//          kFp16P: p in fp16 (11 significand bits; p <= 1), one product, against an fp16 copy of
+//            dO scaled per column: column d of the (batch row, kv head)'s visible rows of the group
+//            is multiplied by 2^-c_d, c_d = (the exponent of its largest magnitude) - 14, so that
+//            every bf16 value within 2^31 of the column's largest is exact in fp16 and nothing
+//            overflows (gradients of 1e-6 as of 1e4); dv is multiplied back by 2^c_d, exactly.
+//            Rows that see no key enter as zeros.
+//          kBf16Split: hi then lo of p against dO in bf16 (p V cancels where dO changes sign, as
+//            P V does in the forward; one bf16 rounding of p was red): two products.
 // Every sum has one order fixed by the element's own keys or queries: deterministic and batch
 // invariant. Rounded to bf16 once at the end; keys without a valid rank get 0 (the caller's zeros).
 #pragma once
@@ -30,9 +39,12 @@
 
 namespace ws1cuda::attn {
 
+enum class BwdOperands { kFp16P, kBf16Split };
+
 struct BwdArgs {
   float* lse2 = nullptr;  // [B * Hq * Sq]: written by the dq kernel's first pass, read by dk/dv
   float* dsum = nullptr;
+  const unsigned* do_colmax = nullptr;  // kFp16P: [B * Hkv][128], dO's column maxima as |x|'s FP32 bits
   bool stats_given = false;  // lse2 and dsum hold the statistics already: no first pass
   const int* vis = nullptr;     // [B][Sq]
   const int* kidx = nullptr;    // [B][Skv]: the valid keys' positions by rank
@@ -74,6 +86,76 @@ __device__ __forceinline__ void issue_split_rs(float (&acc)[64], const std::uint
     wgmma_rs_m64n128k16<false>(acc, hi[j], db);
     wgmma_rs_m64n128k16<false>(acc, lo[j], db);
   }
+}
+
+// acc (m64n128) += A B over kSteps k16 steps, A in fp16 (one wgmma a step); B as issue_split_rs's.
+template <int kSteps>
+__device__ __forceinline__ void issue_f16_rs(float (&acc)[64], const std::uint32_t (&a)[kSteps][4], std::uint32_t b,
+                                             std::uint32_t half) {
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) wgmma_rs_m64n128k16<true>(acc, a[j], detgemm::smem_desc(b + 2048 * j, half, 1024));
+}
+
+// ---- dO's fp16 copy (kFp16P) -----------------------------------------------------------------------
+
+// The scale exponent of a column from its largest magnitude's FP32 bits: the exponent minus 14,
+// so that the largest times 2^-c lies in [2^14, 2^15); 0 for a zero column; clamped to +-100
+// (inf and NaN give inf and NaN either way).
+__device__ __forceinline__ int column_exponent(unsigned bits) {
+  if (bits == 0) return 0;
+  const int e = static_cast<int>((bits >> 23) & 0xffu) - 127 - 14;
+  return e < -100 ? -100 : (e > 100 ? 100 : e);
+}
+__device__ __forceinline__ float pow2(int e) { return __int_as_float((127 + e) << 23); }  // |e| <= 126
+
+// Column maxima of dO over the rows that see a key (vis[b][i] > 0), per (batch row, kv head):
+// block (kColRows rows, query head), 16 threads a row (8 columns each), atomicMax into colmax
+// [B * Hkv][128] (zeroed first; a maximum has no order).
+inline constexpr int kColRows = 256;
+__global__ void __launch_bounds__(256) attention_do_colmax_kernel(const bf16* dout, const int* vis, int hq, int hkv,
+                                                                  int sq, unsigned* colmax) {
+  __shared__ unsigned part[16][kD];
+  const int head = static_cast<int>(blockIdx.y), b = head / hq, i0 = static_cast<int>(blockIdx.x) * kColRows;
+  const int c8 = static_cast<int>(threadIdx.x % 16) * 8, r16 = static_cast<int>(threadIdx.x / 16);
+  unsigned mx[8] = {};
+  for (int i = i0 + r16; i < min(i0 + kColRows, sq); i += 16) {
+    if (vis[static_cast<std::int64_t>(b) * sq + i] <= 0) continue;
+    const uint4 w = *reinterpret_cast<const uint4*>(dout + (static_cast<std::int64_t>(head) * sq + i) * kD + c8);
+    const unsigned x[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      mx[2 * k] = max(mx[2 * k], (x[k] << 16) & 0x7fffffffu);
+      mx[2 * k + 1] = max(mx[2 * k + 1], x[k] & 0x7fff0000u);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < 8; ++k) part[r16][c8 + k] = mx[k];
+  __syncthreads();
+  if (threadIdx.x < kD) {
+    unsigned m = 0;
+    for (int r = 0; r < 16; ++r) m = max(m, part[r][threadIdx.x]);
+    const int bkv = b * hkv + (head % hq) / (hq / hkv);
+    if (m != 0) atomicMax(colmax + static_cast<std::int64_t>(bkv) * kD + threadIdx.x, m);
+  }
+}
+
+// dO's fp16 copy: dO * 2^-c_d per column; rows that see no key become zeros. 16 threads a row.
+__global__ void __launch_bounds__(256) attention_do_to_f16_kernel(const bf16* dout, const int* vis, int hq, int hkv,
+                                                                  int sq, std::int64_t rows, const unsigned* colmax,
+                                                                  __half* do16) {
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * 16 + threadIdx.x / 16;
+  if (r >= rows) return;  // whole 16-lane groups
+  const int c8 = static_cast<int>(threadIdx.x % 16) * 8;
+  const int head = static_cast<int>(r / sq), i = static_cast<int>(r % sq), b = head / hq;
+  const bool seen = vis[static_cast<std::int64_t>(b) * sq + i] > 0;
+  const uint4 w = seen ? *reinterpret_cast<const uint4*>(dout + r * kD + c8) : make_uint4(0, 0, 0, 0);
+  const unsigned* cm = colmax + static_cast<std::int64_t>(b * hkv + (head % hq) / (hq / hkv)) * kD + c8;
+  unsigned x[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    x[k] = pack_half2(__fmul_rn(__uint_as_float(x[k] << 16), pow2(-column_exponent(cm[2 * k]))),
+                      __fmul_rn(__uint_as_float(x[k] & 0xffff0000u), pow2(-column_exponent(cm[2 * k + 1]))));
+  *reinterpret_cast<uint4*>(do16 + r * kD + c8) = make_uint4(x[0], x[1], x[2], x[3]);
 }
 
 // ---- dq ------------------------------------------------------------------------------------------
@@ -284,22 +366,31 @@ __global__ void __launch_bounds__(kThreads, 1)
 // dP^T = V dO^T), then a ring of kKvStages (Q, dO) 64-row query tiles ({64 d, 64 rows} halves:
 // K-major B of those products, N-major B of dv += P^T dO and dk += dS^T Q) and the tile's lse2,
 // dsum and vis (64 each, written by the producer's second warp: it arrives on the stage's full
-// barrier beside the copies' transaction count).
-inline constexpr int kKvStages = 4, kQt = 64;
+// barrier beside the copies' transaction count). kFp16P: each stage also holds dO's fp16 copy
+// (N-major B of dv), and the ring has three stages instead of four.
+inline constexpr int kQt = 64;
+template <BwdOperands kOps>
 struct KvLayout {
-  static constexpr int kCopyBytes = 32768;  // Q and dO of a stage (TMA)
+  static constexpr bool kF16 = kOps == BwdOperands::kFp16P;
+  static constexpr int kStages = kF16 ? 3 : 4;
+  static constexpr int kCopyBytes = kF16 ? 49152 : 32768;  // Q, dO (and dO16) of a stage (TMA)
   static constexpr int kK = 0, kV = 32768, kStage0 = 65536, kStageBytes = kCopyBytes + 1024;
-  static constexpr int kLse = 32768, kDsum = kLse + 256, kVis = kDsum + 256;  // within a stage
-  static constexpr int kBars = kStage0 + kKvStages * kStageBytes;  // full_kv, full[S], empty[S]
+  static constexpr int kDo16 = 32768;  // within a stage (kF16)
+  static constexpr int kLse = kCopyBytes, kDsum = kLse + 256, kVis = kDsum + 256;  // within a stage
+  static constexpr int kBars = kStage0 + kStages * kStageBytes;  // full_kv, full[S], empty[S]
   static constexpr int kBytes = kBars + 128 + 1024;
+  static_assert(kStageBytes % 1024 == 0, "stages keep the 1024-byte alignment of 128-byte swizzles");
 };
 
+// map_do16: dO's fp16 copy (kFp16P; unused otherwise).
+template <BwdOperands kOps>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_dkdv_wgmma_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_do,
                                 const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
-                                const BwdArgs p) {
+                                const __grid_constant__ CUtensorMap map_do16, const BwdArgs p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-  using L = KvLayout;
+  using L = KvLayout<kOps>;
+  constexpr int kKvStages = L::kStages;
   using namespace ws1cuda::detgemm;
   unsigned char* smem = aligned_dynamic_smem();
   const std::uint32_t base = smem_u32(smem);
@@ -348,6 +439,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int dh = 0; dh < 2; ++dh) {
           tma_load_3d(sq + dh * 8192, &map_q, full0 + 8 * s, 64 * dh, step_row(st), step_head(st));
           tma_load_3d(sq + 16384 + dh * 8192, &map_do, full0 + 8 * s, 64 * dh, step_row(st), step_head(st));
+          if constexpr (L::kF16)
+            tma_load_3d(sq + L::kDo16 + dh * 8192, &map_do16, full0 + 8 * s, 64 * dh, step_row(st), step_head(st));
         }
       }
     } else if (threadIdx.x / 32 == 1) {
@@ -417,12 +510,22 @@ __global__ void __launch_bounds__(kThreads, 1)
         dp[i] = visible ? __fmul_rn(pr, __fsub_rn(dp[i], dsum[col])) : 0.0f;
       }
       std::uint32_t phi[4][4], plo[4][4], dhi[4][4], dlo[4][4];
-      split_fragments<4>(sc, phi, plo);
+      if constexpr (L::kF16) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) phi[j][r] = pack_half2(sc[8 * j + 2 * r], sc[8 * j + 2 * r + 1]);
+      } else {
+        split_fragments<4>(sc, phi, plo);
+      }
       split_fragments<4>(dp, dhi, dlo);
       fence_acc(dv);
       fence_acc(dk);
       wgmma_fence();
-      issue_split_rs<4>(dv, phi, plo, sdo, 8192);
+      if constexpr (L::kF16)
+        issue_f16_rs<4>(dv, phi, sq + L::kDo16, 8192);
+      else
+        issue_split_rs<4>(dv, phi, plo, sdo, 8192);
       issue_split_rs<4>(dk, dhi, dlo, sq, 8192);
       wgmma_commit();
       wgmma_wait<0>();
@@ -437,7 +540,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       };
     };
     store_rows(cq, [&](int i, int) { return __fmul_rn(dk[i], p.scale); }, key_row(p.dk));
-    store_rows(cq, [&](int i, int) { return dv[i]; }, key_row(p.dv));
+    const unsigned* domax = p.do_colmax + static_cast<std::int64_t>(bkv) * kD;
+    store_rows(
+        cq,
+        [&](int i, int) {  // kFp16P: times 2^c_d of the element's column, exact
+          return L::kF16 ? __fmul_rn(dv[i], pow2(column_exponent(domax[8 * (i / 4) + 2 * cq + (i % 2)]))) : dv[i];
+        },
+        key_row(p.dv));
   }
 #endif
 }
@@ -446,38 +555,48 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 enum class BwdRun { kAll, kStatsGiven, kDqOnly, kDkDvOnly };
 
-// Device memory the backward needs beside its inputs and outputs: lse2 and dsum per query row.
-inline std::size_t bwd_workspace_bytes(int b, int hq, int sq) {
-  return 2 * static_cast<std::size_t>(b) * hq * sq * sizeof(float);
+// Device memory the backward needs beside its inputs and outputs: lse2 and dsum per query row,
+// and (kFp16P) dO's column maxima and its fp16 copy.
+inline std::size_t bwd_workspace_bytes(int b, int hq, int hkv, int sq, BwdOperands ops = BwdOperands::kFp16P) {
+  const std::size_t rows = static_cast<std::size_t>(b) * hq * sq;
+  if (ops == BwdOperands::kBf16Split) return 2 * rows * sizeof(float);
+  return (2 * rows + static_cast<std::size_t>(b) * hkv * kD) * 4 + 255 + rows * kD * sizeof(__half);
 }
 
 // The backward: q, dout [B, Hq, Sq, 128]; k, v [B, Hkv, Skv, 128] (with a key mask, each (b, kv
 // head)'s valid keys packed in order, as the forward takes them; kidx maps a rank back to its
 // key for dk and dv); dq like q; dk, dv like k, zero-filled by the caller; vis, kidx, nvalid, q0
-// as attention_prep_kernel makes them; workspace: bwd_workspace_bytes. run: kAll, or a probe's
-// hooks: the workspace already holds lse2 and dsum, and the dq kernel makes one pass (kStatsGiven),
-// or only one of the two kernels runs (kDqOnly, kDkDvOnly; the statistics given).
+// as attention_prep_kernel makes them; workspace: bwd_workspace_bytes (of the same ops). run:
+// kAll, or a probe's hooks: the workspace already holds lse2 and dsum (and dO's copy), and the dq
+// kernel makes one pass (kStatsGiven), or only one of the two kernels runs (kDqOnly, kDkDvOnly;
+// the statistics given). ops: dv's operands (BwdOperands).
 inline Status launch_attention_bwd(const bf16* q, const bf16* k, const bf16* v, const bf16* dout, bf16* dq, bf16* dk,
                                    bf16* dv, const int* vis, const int* kidx, const int* nvalid, const int* q0, int b,
                                    int hq, int hkv, int sq, int skv, float scale, void* workspace,
-                                   BwdRun run = BwdRun::kAll, cudaStream_t stream = nullptr) {
+                                   BwdRun run = BwdRun::kAll, cudaStream_t stream = nullptr,
+                                   BwdOperands ops = BwdOperands::kFp16P) {
   if (b * hq * sq == 0) return {};
+  const std::int64_t heads_q = static_cast<std::int64_t>(b) * hq, heads_kv = static_cast<std::int64_t>(b) * hkv;
+  const std::int64_t rows = heads_q * sq;
   auto* lse2 = static_cast<float*>(workspace);
-  float* dsum = lse2 + static_cast<std::int64_t>(b) * hq * sq;
+  auto* colmax = reinterpret_cast<unsigned*>(lse2 + 2 * rows);
+  const std::uintptr_t f16_at = (reinterpret_cast<std::uintptr_t>(colmax + heads_kv * kD) + 255) / 256 * 256;
+  auto* do16 = reinterpret_cast<__half*>(f16_at);
   Status st;
   const int group = hq / hkv;
-  const BwdArgs a{.lse2 = lse2, .dsum = dsum, .stats_given = run != BwdRun::kAll, .vis = vis, .kidx = kidx, .nvalid = nvalid, .q0 = q0,
-                  .dq = dq, .dk = dk, .dv = dv, .b = b, .hkv = hkv, .sq = sq, .skv = skv, .group = group,
-                  .scale = scale, .scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634),
+  const bool f16 = ops == BwdOperands::kFp16P;
+  const BwdArgs a{.lse2 = lse2, .dsum = lse2 + rows, .do_colmax = colmax, .stats_given = run != BwdRun::kAll,
+                  .vis = vis, .kidx = kidx, .nvalid = nvalid, .q0 = q0, .dq = dq, .dk = dk, .dv = dv, .b = b,
+                  .hkv = hkv, .sq = sq, .skv = skv, .group = group, .scale = scale,
+                  .scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634),
                   .tiles_per_kv = (group * sq + kBM - 1) / kBM};
-  const std::int64_t heads_q = static_cast<std::int64_t>(b) * hq, heads_kv = static_cast<std::int64_t>(b) * hkv;
-  CUtensorMap mq, mdo, mk, mv;
+  cudaError_t e = cudaSuccess;
+  CUtensorMap mq, mdo, mk, mv, mdo16 = {};
   // dq: Q and dO as the forward's Q (rows of 128), K and V in {64, 128 keys} boxes.
-  if (!(st = detgemm::make_map(mq, q, kD, heads_q * sq, kD, 64, kBM))) return st;
-  if (!(st = detgemm::make_map(mdo, dout, kD, heads_q * sq, kD, 64, kBM))) return st;
+  if (!(st = detgemm::make_map(mq, q, kD, rows, kD, 64, kBM))) return st;
+  if (!(st = detgemm::make_map(mdo, dout, kD, rows, kD, 64, kBM))) return st;
   if (!(st = make_map_3d(mk, k, kD, skv, heads_kv, kBN))) return st;
   if (!(st = make_map_3d(mv, v, kD, skv, heads_kv, kBN))) return st;
-  cudaError_t e = cudaSuccess;
   if (run != BwdRun::kDkDvOnly) {
     e = cudaFuncSetAttribute(attention_dq_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DqLayout::kBytes);
     if (e != cudaSuccess) return {e, "cudaFuncSetAttribute(attention_dq_wgmma_kernel)"};
@@ -486,16 +605,33 @@ inline Status launch_attention_bwd(const bf16* q, const bf16* k, const bf16* v, 
     if ((e = cudaGetLastError()) != cudaSuccess) return {e, "attention_dq_wgmma_kernel launch"};
   }
   if (run == BwdRun::kDqOnly) return {};
+  if (f16) {
+    if (run == BwdRun::kAll) {  // dO's fp16 copy: the column maxima, then the conversion
+      if ((e = cudaMemsetAsync(colmax, 0, heads_kv * kD * 4, stream)) != cudaSuccess)
+        return {e, "cudaMemsetAsync (dO's column maxima)"};
+      attention_do_colmax_kernel<<<dim3(static_cast<unsigned>((sq + kColRows - 1) / kColRows),
+                                        static_cast<unsigned>(heads_q)),
+                                   256, 0, stream>>>(dout, vis, hq, hkv, sq, colmax);
+      if ((e = cudaGetLastError()) != cudaSuccess) return {e, "attention_do_colmax_kernel launch"};
+      attention_do_to_f16_kernel<<<static_cast<unsigned>((rows + 15) / 16), 256, 0, stream>>>(dout, vis, hq, hkv, sq,
+                                                                                              rows, colmax, do16);
+      if ((e = cudaGetLastError()) != cudaSuccess) return {e, "attention_do_to_f16_kernel launch"};
+    }
+    if (!(st = make_map_3d(mdo16, do16, kD, sq, heads_q, kQt, CU_TENSOR_MAP_DATA_TYPE_FLOAT16))) return st;
+  }
   // dk, dv: Q and dO per head ([B * Hq][Sq][D], rows past Sq read as zeros) in 64-row boxes.
   if (!(st = make_map_3d(mq, q, kD, sq, heads_q, kQt))) return st;
   if (!(st = make_map_3d(mdo, dout, kD, sq, heads_q, kQt))) return st;
-  e = cudaFuncSetAttribute(attention_dkdv_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, KvLayout::kBytes);
-  if (e != cudaSuccess) return {e, "cudaFuncSetAttribute(attention_dkdv_wgmma_kernel)"};
-  const std::int64_t key_tiles = (skv + kBN - 1) / kBN;
-  attention_dkdv_wgmma_kernel<<<static_cast<unsigned>(heads_kv * key_tiles), kThreads, KvLayout::kBytes, stream>>>(
-      mq, mdo, mk, mv, a);
-  if ((e = cudaGetLastError()) != cudaSuccess) return {e, "attention_dkdv_wgmma_kernel launch"};
-  return {};
+  const auto run_dkdv = [&](auto kernel, int bytes) -> Status {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (err != cudaSuccess) return {err, "cudaFuncSetAttribute(attention_dkdv_wgmma_kernel)"};
+    kernel<<<static_cast<unsigned>(heads_kv * ((skv + kBN - 1) / kBN)), kThreads, bytes, stream>>>(mq, mdo, mk, mv,
+                                                                                                 mdo16, a);
+    if ((err = cudaGetLastError()) != cudaSuccess) return {err, "attention_dkdv_wgmma_kernel launch"};
+    return {};
+  };
+  return f16 ? run_dkdv(attention_dkdv_wgmma_kernel<BwdOperands::kFp16P>, KvLayout<BwdOperands::kFp16P>::kBytes)
+             : run_dkdv(attention_dkdv_wgmma_kernel<BwdOperands::kBf16Split>, KvLayout<BwdOperands::kBf16Split>::kBytes);
 }
 
 }  // namespace ws1cuda::attn

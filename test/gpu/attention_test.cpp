@@ -5,8 +5,13 @@
 //      against a cache of the first n keys, at n on both sides of the tile boundaries, with the
 //      group of 4 query heads packed into one CTA and a key mask (the packed-key path);
 //   2. a key whose V row holds magnitudes past fp16's range (the kernel scales that row by 2^-e
-//      and its p by 2^e) stays inside the contract's forward row against the FP32 reference.
+//      and its p by 2^e) stays inside the contract's forward row against the FP32 reference;
+//   3. the backward is exact under dy -> dy * 2^k: dq, dk and dv scale by 2^k bit for bit, for
+//      gradients of 2^-20 as of 2^13 and an outlier column (dv's fp16 copy of dO is scaled per
+//      column, cuda/ops/attention_wgmma_bwd.cuh; without that scaling dO's small values would
+//      fall into fp16's subnormals and the bits would change).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "bf16_patterns.hpp"
@@ -34,6 +39,23 @@ Tensor forward(const Tensors& in) {
   if (!r.ok()) FAIL(r.error().message());
   REQUIRE(r->size() == 1);
   return (*r)[0].tensor.contiguous();
+}
+
+Tensors backward(const Tensors& in) {
+  static const Op& attention = *find_op_impl("attention");
+  const OpContext ctx = test::cuda_run_context(test::workload(test::gpu_workload_name())).op_context;
+  auto r = test::cuda_backend().backward(attention, in, ctx);
+  if (!r.ok()) FAIL(r.error().message());
+  return *r;
+}
+
+// x * 2^k, element by element (exact: no result leaves bf16's normal range in the test below).
+Tensor times_pow2(const Tensor& x, int k) {
+  Tensor y(DType::kBF16, x.shape());
+  const Tensor xc = x.contiguous();
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    y.data<std::uint16_t>()[i] = to_bf16(std::ldexp(from_bf16(bf16{xc.data<std::uint16_t>()[i]}), k)).bits;
+  return y;
 }
 
 }  // namespace
@@ -95,4 +117,27 @@ TEST_CASE("attention head_dim 128 without keys: o is zero", "[gpu][attention]") 
                             {"v", Tensor(DType::kBF16, {1, 2, 0, kD})}});
   REQUIRE(o.shape() == Shape{1, 8, 3, kD});
   CHECK(test::same_bits(o, Tensor(DType::kBF16, {1, 8, 3, kD})));  // a new Tensor is zeros
+}
+
+TEST_CASE("attention head_dim 128 backward: dy times 2^k gives dq, dk and dv times 2^k bit for bit", "[gpu][attention]") {
+  const Tensor q = ws1_test::grid_bf16({1, kHq, kS, kD}, 930, 2.0f);
+  const Tensor k = ws1_test::grid_bf16({1, kHkv, kS, kD}, 931, 2.0f);
+  const Tensor v = ws1_test::grid_bf16({1, kHkv, kS, kD}, 932, 3.0f);
+  Tensor dy = ws1_test::grid_bf16({1, kHq, kS, kD}, 933, 1.0f);
+  for (std::int64_t r = 0; r < kHq * kS; ++r) {  // channel 35 of every row 64 times larger
+    auto& e = dy.data<std::uint16_t>()[r * kD + 35];
+    e = to_bf16(64.0f * from_bf16(bf16{e})).bits;
+  }
+  const Tensors base = backward({{"q", q}, {"k", k}, {"v", v}, {"dy.o", dy}});
+  REQUIRE(base.size() == 3);
+  for (const int e : {-20, 13}) {
+    INFO("dy times 2^" << e);
+    const Tensors got = backward({{"q", q}, {"k", k}, {"v", v}, {"dy.o", times_pow2(dy, e)}});
+    REQUIRE(got.size() == base.size());
+    for (std::size_t t = 0; t < base.size(); ++t) {
+      INFO(base[t].name);
+      CHECK(got[t].name == base[t].name);
+      CHECK(test::same_bits(got[t].tensor, times_pow2(base[t].tensor, e)));
+    }
+  }
 }

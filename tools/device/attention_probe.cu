@@ -310,18 +310,21 @@ struct Bwd {
   bf16 *dout, *dq, *dk, *dv;
   int *kidx, *nvalid, *q0;
   void* stats;
+  attn::BwdOperands ops = attn::BwdOperands::kFp16P;
+  float dscale = 1.0f;  // dout's scale (hot < 0: -hot, with hot 1 for q, k, v)
   void alloc(Shape sh, float hot, unsigned seed) {
-    P.alloc(sh, hot, seed);
+    if (hot < 0) dscale = -hot;
+    P.alloc(sh, hot < 0 ? 1.0f : hot, seed);
     CK(cudaMalloc(&dout, P.nq * 2)); CK(cudaMalloc(&dq, P.nq * 2));
     CK(cudaMalloc(&dk, P.nkv * 2)); CK(cudaMalloc(&dv, P.nkv * 2));
-    fill<<<1024, 256>>>(dout, P.nq, seed + 3, 128, 1.0f, 1.0f);
+    fill<<<1024, 256>>>(dout, P.nq, seed + 3, 128, dscale, 1.0f);
     std::vector<int> ki((size_t)sh.b * sh.skv), nv(sh.b, sh.skv), z(sh.b, std::max(sh.sq - sh.skv, 0));
     for (size_t i = 0; i < ki.size(); ++i) ki[i] = (int)(i % sh.skv);
     CK(cudaMalloc(&kidx, ki.size() * 4)); CK(cudaMalloc(&nvalid, sh.b * 4)); CK(cudaMalloc(&q0, sh.b * 4));
     CK(cudaMemcpy(kidx, ki.data(), ki.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(nvalid, nv.data(), sh.b * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(q0, z.data(), sh.b * 4, cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&stats, attn::bwd_workspace_bytes(sh.b, sh.hq, sh.sq)));
+    CK(cudaMalloc(&stats, attn::bwd_workspace_bytes(sh.b, sh.hq, sh.hkv, sh.sq)));  // the fp16 one (the larger)
   }
   // mode: 0 the default (the dq kernel's statistics pass), 2 the statistics given (in `stats`),
   // 4 dq alone, 5 dk/dv alone (the statistics given).
@@ -336,7 +339,8 @@ struct Bwd {
                                   mode == 0   ? attn::BwdRun::kAll
                                   : mode == 4 ? attn::BwdRun::kDqOnly
                                   : mode == 5 ? attn::BwdRun::kDkDvOnly
-                                              : attn::BwdRun::kStatsGiven));
+                                              : attn::BwdRun::kStatsGiven,
+                                  nullptr, ops));
     CK(cudaGetLastError());
   }
   std::vector<unsigned short> get(const bf16* x, size_t n) {
@@ -355,10 +359,12 @@ struct Bwd {
 };
 
 // Gradients in double on the host (small shapes), judged by the contract row's shape
-// (atol 0.05 + rtol 0.02 |ref|) as the share of it used; bits across runs.
+// (atol 0.05 + rtol 0.02 |ref|, atol times dout's scale) as the share of it used; bits across runs.
 // Modes: 0 the default, 2 exact lse2 and dsum (double), 3 the default's lse2 with the exact dsum.
-void bwd_check(const char* name, Shape sh, float hot, int mode = 0) {
+void bwd_check(const char* name, Shape sh, float hot, int mode = 0,
+               attn::BwdOperands ops = attn::BwdOperands::kFp16P) {
   Bwd B;
+  B.ops = ops;
   B.alloc(sh, hot, 31);
   B.run(0);
   CK(cudaDeviceSynchronize());
@@ -421,7 +427,7 @@ void bwd_check(const char* name, Shape sh, float hot, int mode = 0) {
     for (size_t i = 0; i < ref.size(); ++i) {
       const double c = bf2f(got[off + i]), err = fabs(c - ref[i]);
       if (std::isnan(c)) ++nan;
-      worst = std::max(worst, std::isnan(err) ? 1e30 : err / (0.05 + 0.02 * fabs(ref[i])));
+      worst = std::max(worst, std::isnan(err) ? 1e30 : err / (0.05 * B.dscale + 0.02 * fabs(ref[i])));
     }
     return std::make_pair(worst, nan);
   };
@@ -429,16 +435,17 @@ void bwd_check(const char* name, Shape sh, float hot, int mode = 0) {
   const auto [wk, nk] = judge(first, dk, B.P.nq);
   const auto [wv, nv] = judge(first, dv, B.P.nq + B.P.nkv);
   const bool ok = differ == 0 && nq + nk + nv == 0 && wq <= 1 && wk <= 1 && wv <= 1;
-  printf("BWD CHECK %-20s mode %d B%d Hq%d Hkv%d Sq%d Skv%d hot%g: run-to-run differ %zu, NaN %zu, worst share of allowance "
-         "dq %.3f dk %.3f dv %.3f %s\n", name, mode, sh.b, sh.hq, sh.hkv, sh.sq, sh.skv, hot, differ, nq + nk + nv, wq, wk, wv,
+  printf("BWD CHECK %-5s %-20s mode %d B%d Hq%d Hkv%d Sq%d Skv%d hot%g: run-to-run differ %zu, NaN %zu, worst share of allowance "
+         "dq %.3f dk %.3f dv %.3f %s\n", ops == attn::BwdOperands::kFp16P ? "fp16" : "split", name, mode, sh.b, sh.hq, sh.hkv, sh.sq, sh.skv, hot, differ, nq + nk + nv, wq, wk, wv,
          ok ? "OK" : "FAIL");
   B.free_all();
 }
 
 // The backward's median (memsets included), then with the statistics given (the dq kernel's
 // second pass and dk/dv alone: the difference is the statistics pass).
-void bwd_time(Shape sh, int repeats) {
+void bwd_time(Shape sh, int repeats, attn::BwdOperands ops) {
   Bwd B;
+  B.ops = ops;
   B.alloc(sh, 1.0f, 7);
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
@@ -466,9 +473,9 @@ void bwd_time(Shape sh, int repeats) {
   double pairs = 0;
   for (int i = 0; i < sh.sq; ++i) pairs += std::min(std::max(i + sh.skv - sh.sq + 1, 0), sh.skv);
   const double flops = 10.0 * 128 * pairs * sh.hq * sh.b;  // 5 products of the usual count (recompute excluded)
-  printf("BWD TIME B%d Hq%d Hkv%d Sq%d Skv%d: median %.4f ms (with memsets and the statistics pass), %.1f TFLOP/s "
+  printf("BWD TIME %-5s B%d Hq%d Hkv%d Sq%d Skv%d: median %.4f ms (with memsets and the statistics pass), %.1f TFLOP/s "
          "(5 products); statistics given %.4f ms (dq alone %.4f, dk/dv alone %.4f); %d repeats, %d differ from the "
-         "first %s\n", sh.b, sh.hq, sh.hkv, sh.sq, sh.skv, full, flops / full / 1e9, given, dq_only, dkdv_only, repeats,
+         "first %s\n", ops == attn::BwdOperands::kFp16P ? "fp16" : "split", sh.b, sh.hq, sh.hkv, sh.sq, sh.skv, full, flops / full / 1e9, given, dq_only, dkdv_only, repeats,
          differ, differ ? "FAIL" : "OK");
   B.free_all();
   CK(cudaEventDestroy(a)); CK(cudaEventDestroy(b));
@@ -482,17 +489,23 @@ int main(int argc, char** argv) {
     check<PvMode::kFp16>("fp16 decode", Shape{2, 8, 2, 1, 300}, 1.0f);
     bwd_check("small", Shape{2, 8, 2, 300, 300}, 1.0f);
     bwd_check("chunk", Shape{1, 8, 2, 77, 400}, 1.0f);
+    bwd_check("small split", Shape{2, 8, 2, 300, 300}, 1.0f, 0, attn::BwdOperands::kBf16Split);
     return 0;
   }
   if (!strcmp(mode, "bwd")) {
-    bwd_check("tiny", Shape{1, 32, 8, 8, 8}, 1.0f);
-    bwd_check("one query", Shape{1, 32, 8, 1, 32}, 1.0f);
-    bwd_check("small", Shape{2, 8, 2, 300, 300}, 1.0f);
-    bwd_check("chunk", Shape{1, 8, 2, 77, 400}, 1.0f);
-    for (int mode : {0, 2, 3}) bwd_check("outlier x64", Shape{1, 4, 1, 700, 700}, 64.0f, mode);
-    bwd_check("outlier x64 gqa", Shape{1, 8, 2, 1000, 1000}, 64.0f);
-    bwd_time(Shape{1, 32, 8, 8192, 8192}, 5);
-    bwd_time(Shape{1, 32, 8, 4096, 4096}, 5);
+    for (const auto ops : {attn::BwdOperands::kFp16P, attn::BwdOperands::kBf16Split}) {
+      bwd_check("tiny", Shape{1, 32, 8, 8, 8}, 1.0f, 0, ops);
+      bwd_check("one query", Shape{1, 32, 8, 1, 32}, 1.0f, 0, ops);
+      bwd_check("small", Shape{2, 8, 2, 300, 300}, 1.0f, 0, ops);
+      bwd_check("chunk", Shape{1, 8, 2, 77, 400}, 1.0f, 0, ops);
+      for (int m : {0, 2, 3}) bwd_check("outlier x64", Shape{1, 4, 1, 700, 700}, 64.0f, m, ops);
+      bwd_check("outlier x64 gqa", Shape{1, 8, 2, 1000, 1000}, 64.0f, 0, ops);
+      bwd_check("dout x1e-6", Shape{1, 8, 2, 1000, 1000}, -1e-6f, 0, ops);
+      bwd_check("dout x1e4", Shape{1, 8, 2, 1000, 1000}, -1e4f, 0, ops);
+    }
+    for (const int s : {8192, 4096})
+      for (const auto ops : {attn::BwdOperands::kFp16P, attn::BwdOperands::kBf16Split})
+        bwd_time(Shape{1, 32, 8, s, s}, 5, ops);
     return 0;
   }
   if (!strcmp(mode, "repeat")) {
