@@ -4,7 +4,8 @@
 // (median of 30, L2 flushed). A standalone probe, not part of the build; on the GPU machine:
 //   nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -o attention_probe \
 //        tools/device/attention_probe.cu -lcuda
-//   ./attention_probe [check|time|all] | repeat N | bwd | small (for compute-sanitizer)
+//   ./attention_probe [check|time|all] | repeat N | bwd | bwd1 (one backward per operand kind, for
+//   ncu) | small (for compute-sanitizer)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -506,6 +507,17 @@ int main(int argc, char** argv) {
     for (const int s : {8192, 4096})
       for (const auto ops : {attn::BwdOperands::kFp16P, attn::BwdOperands::kBf16Split})
         bwd_time(Shape{1, 32, 8, s, s}, 5, ops);
+    return 0;
+  }
+  if (!strcmp(mode, "bwd1")) {  // one backward of each operand kind at 8192 tokens (for ncu)
+    for (const auto ops : {attn::BwdOperands::kFp16P, attn::BwdOperands::kBf16Split}) {
+      Bwd B;
+      B.ops = ops;
+      B.alloc(Shape{1, 32, 8, 8192, 8192}, 1.0f, 7);
+      B.run(0);
+      CK(cudaDeviceSynchronize());
+      B.free_all();
+    }
     return 0;
   }
   if (!strcmp(mode, "repeat")) {
