@@ -8,7 +8,7 @@
 #include "ws1cuda/bench.hpp"
 #include "ws1cuda/device_array.cuh"
 #include "ws1cuda/launch_region.cuh"
-#include "op_support.hpp"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1cuda {
 namespace {
@@ -156,7 +156,7 @@ Ceiling measure_copy_bandwidth(std::size_t bytes, const BenchSettings& s) {
                    })};
     c.median_ms = r.median_ms();
     c.value = 2.0 * static_cast<double>(bytes) / (c.median_ms * 1e-3) / 1e12;
-  } catch (const ws1::ops::OpInputError& e) {
+  } catch (const ws1::ops::DeviceError& e) {
     c.error = e.error.message();
   }
   return c;
@@ -193,7 +193,7 @@ Ceiling measure_cublas_bf16_gemm(int m, int n, int k, const BenchSettings& s) {
       c.median_ms = r.median_ms();
       c.value = 2.0 * m * static_cast<double>(n) * k / (c.median_ms * 1e-3) / 1e12;
     }
-  } catch (const ws1::ops::OpInputError& e) {
+  } catch (const ws1::ops::DeviceError& e) {
     c.error = e.error.message();
   }
   cublasDestroy(h);

@@ -5,14 +5,14 @@
 #include <stdexcept>
 #include <string>
 
-#include "op_support.hpp"
 #include "ws1/error.hpp"
 #include "ws1cuda/resident.hpp"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1cuda {
 
 void throw_cuda_error(cudaError_t e, std::string_view what) {
-  throw ws1::ops::OpInputError{ws1::environment_error(
+  throw ws1::ops::DeviceError{ws1::environment_error(
       "cuda_bf16", std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e))};
 }
 

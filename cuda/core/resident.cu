@@ -5,8 +5,8 @@
 #include <mutex>
 #include <tuple>
 
-#include "op_support.hpp"
 #include "ws1cuda/device_array.cuh"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1cuda {
 namespace {
@@ -58,7 +58,7 @@ bool keep_resident(std::span<const ws1::Tensor> tensors, std::string& error) {
       ++e.keeps;
       ++done;
     }
-  } catch (const ws1::ops::OpInputError& x) {
+  } catch (const ws1::ops::DeviceError& x) {
     error = x.error.problem;
     // Undo this call's keeps (the failing entry, if created, has keeps == 0).
     Registry& r = registry();

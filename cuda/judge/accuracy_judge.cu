@@ -32,12 +32,12 @@
 #include <string>
 #include <vector>
 
-#include "op_support.hpp"
 #include "ws1/accuracy_parts.hpp"
 #include "ws1/error.hpp"
 #include "ws1/judge.hpp"
 #include "ws1cuda/device_array.cuh"
 #include "ws1cuda/device_judge.hpp"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1cuda {
 namespace {
@@ -570,7 +570,7 @@ std::optional<ws1::AccuracyTensor> judge_on_device(const std::string& name, cons
       default:
         return std::nullopt;  // f16: the host judge
     }
-  } catch (const ws1::ops::OpInputError& e) {
+  } catch (const ws1::ops::DeviceError& e) {
     throw ws1::EnvironmentFailure("device judge of '" + name + "': " + e.error.message());
   }
 }

@@ -73,13 +73,12 @@
 #include <string>
 #include <type_traits>
 
-#include "attention.hpp"
 #include "attention_wgmma_bwd.cuh"
-#include "op_support.hpp"
 #include "registry.hpp"
 #include "ws1cuda/device_array.cuh"
 #include "ws1cuda/launch_region.cuh"
 #include "ws1cuda/kernel_support.cuh"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1cuda {
 namespace {

@@ -7,8 +7,8 @@
 #include <string_view>
 
 #include "logprob.cuh"
-#include "op_support.hpp"
 #include "registry.hpp"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1cuda {
 namespace {

@@ -25,12 +25,12 @@
 #include <string>
 #include <vector>
 
-#include "det_gemm.hpp"
 #include "det_gemm_wgmma.cuh"
-#include "op_support.hpp"
 #include "registry.hpp"
 #include "ws1cuda/device_array.cuh"
 #include "ws1cuda/launch_region.cuh"
+#include "ws1/op_inputs.hpp"
+#include "ws1/op_orders.hpp"
 
 namespace ws1cuda {
 namespace {

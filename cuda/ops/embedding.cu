@@ -22,8 +22,8 @@
 #include <numeric>
 
 #include "elementwise.cuh"
-#include "elementwise.hpp"
 #include "registry.hpp"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1cuda {
 namespace {

@@ -21,11 +21,10 @@
 #include <string>
 
 #include "det_gemm_wgmma.cuh"
-#include "lm_head.hpp"
-#include "op_support.hpp"
 #include "registry.hpp"
 #include "ws1cuda/device_array.cuh"
 #include "ws1cuda/launch_region.cuh"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1cuda {
 namespace {

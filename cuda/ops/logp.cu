@@ -29,9 +29,9 @@
 
 #include "logprob.cuh"
 #include "ws1cuda/launch_region.cuh"
-#include "logsumexp.hpp"
-#include "op_support.hpp"
 #include "registry.hpp"
+#include "ws1/op_inputs.hpp"
+#include "ws1/op_orders.hpp"
 
 namespace ws1cuda {
 namespace logprob {

@@ -1,5 +1,5 @@
 // What the logprob ops on cuda_bf16 share (logp, batch_invariant_logp, linear_logp; their
-// definitions and the declared order are in lib/ops/logsumexp.hpp).
+// definitions and the declared order are in ws1/op_orders.hpp).
 //
 // The row logsumexp, as declared, operation by operation:
 //   chunk state  the row is cut into kChunk = 1024-wide chunks from index 0 (the last may be

@@ -11,8 +11,8 @@
 // Both are bf16 bit copies, one 16-byte vector per thread where the row width is a multiple
 // of 8: bit-equal to cpu_bf16.
 #include "elementwise.cuh"
-#include "elementwise.hpp"
 #include "registry.hpp"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1cuda {
 namespace {

@@ -12,7 +12,7 @@
 //  - forward, "kernel" order: bf16(fp32(fp32(x*rstd)*w)); "hf" order: bf16(bf16(x*rstd)*w).
 //  - backward: dx = bf16(rstd*g - x*coef) with coef = rstd^3 * sum(g*x) / W evaluated left to
 //    right as the CPU writes it; dweight in the candidate's declared two-level order
-//    (lib/ops/rms_norm.hpp, docs/decisions.md D24): per column, each block of kDwRowBlock rows
+//    (ws1/op_orders.hpp, docs/decisions.md D24): per column, each block of kDwRowBlock rows
 //    sums fma(dy*x, rstd, acc) in row order from +0, then the block partials are added in
 //    block order in FP32 and rounded to bf16 once.
 //
@@ -43,11 +43,11 @@
 #include <string_view>
 #include <type_traits>
 
-#include "op_support.hpp"
-#include "rms_norm.hpp"
 #include "ws1cuda/device_array.cuh"
 #include "ws1cuda/launch_region.cuh"
 #include "ws1cuda/kernel_support.cuh"
+#include "ws1/op_inputs.hpp"
+#include "ws1/op_orders.hpp"
 
 namespace ws1cuda::rms {
 
@@ -461,7 +461,7 @@ __global__ void __launch_bounds__(kRowBlock)
   });
 }
 
-// ---- dweight (docs/decisions.md D24; the order is stated in lib/ops/rms_norm.hpp) ----
+// ---- dweight (docs/decisions.md D24; the order is stated in ws1/op_orders.hpp) ----
 //
 // Partials kernel: task (block b, column group g) sums rows [b*kDwRows, min(rows, (b+1)*kDwRows))
 // of columns [g*kVec, g*kVec + kVec), each column in its own chain acc = fma(dy*x, rstd, acc)

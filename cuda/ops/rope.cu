@@ -21,8 +21,8 @@
 // float32 values, i.e. only where the exact value lies within a few double ulps of a float32
 // rounding boundary (probability of order 2^-28 per entry).
 #include "elementwise.cuh"
-#include "elementwise.hpp"
 #include "registry.hpp"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1cuda {
 namespace {

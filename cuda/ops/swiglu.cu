@@ -11,8 +11,8 @@
 // where CUDA's expf and glibc's differ by an ulp and that moves a result across a bf16 rounding
 // boundary (rare; elementwise.cuh sigmoid_f32).
 #include "elementwise.cuh"
-#include "elementwise.hpp"
 #include "registry.hpp"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1cuda {
 namespace {

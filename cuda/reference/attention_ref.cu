@@ -26,12 +26,11 @@
 #include <limits>
 #include <vector>
 
-#include "attention.hpp"
 #include "host_vectors.cuh"
-#include "op_support.hpp"
 #include "reference_ops.hpp"
 #include "reference_support.cuh"
 #include "ws1cuda/kernel_support.cuh"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1cuda::reference {
 namespace {

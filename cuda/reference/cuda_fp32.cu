@@ -6,10 +6,10 @@
 
 #include <string>
 
-#include "op_support.hpp"
 #include "reference_ops.hpp"
 #include "ws1cuda/cuda_reference.hpp"
 #include "ws1cuda/device_judge.hpp"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1cuda {
 namespace {

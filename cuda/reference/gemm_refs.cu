@@ -4,10 +4,10 @@
 // pairwise tree (reference_support.cu: a gold's error then grows with the tree's depth, not with
 // K). Not the CPU reference's bits; where the two differ beyond the float32 rows,
 // test/gpu/reference_test.cpp measures both against a float64 lm_head (docs/decisions.md D26).
-#include "det_gemm.hpp"
-#include "lm_head.hpp"
 #include "reference_ops.hpp"
 #include "reference_support.cuh"
+#include "ws1/op_inputs.hpp"
+#include "ws1/op_orders.hpp"
 
 namespace ws1cuda::reference {
 namespace {

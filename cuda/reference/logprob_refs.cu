@@ -1,5 +1,5 @@
 // FP32 references on the device for logp, batch_invariant_logp and linear_logp: the CPU
-// references' definitions (lib/ops/logsumexp.hpp/.cpp, lib/ops/linear_logp.cpp) with the same
+// references' definitions (ws1/op_orders.hpp, lib/ops/logsumexp.cpp, lib/ops/linear_logp.cpp) with the same
 // input checks, outputs and conventions, in FP32 throughout:
 //   logp, batch_invariant_logp  logp[r] = x[r, y] - lse(x[r]) on the bf16 logits widened exactly;
 //                               backward dlogits = dy * (onehot(y) - expf(x - lse)), float32.
@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "host_vectors.cuh"
-#include "logsumexp.hpp"
-#include "op_support.hpp"
 #include "reference_ops.hpp"
 #include "reference_support.cuh"
 #include "ws1cuda/kernel_support.cuh"
+#include "ws1/op_inputs.hpp"
+#include "ws1/op_orders.hpp"
 
 namespace ws1cuda::reference {
 namespace {

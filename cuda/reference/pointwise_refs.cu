@@ -21,13 +21,12 @@
 #include <string_view>
 #include <vector>
 
-#include "elementwise.hpp"
 #include "host_vectors.cuh"
-#include "op_support.hpp"
 #include "reference_ops.hpp"
 #include "reference_support.cuh"
-#include "rms_norm.hpp"
 #include "ws1cuda/kernel_support.cuh"
+#include "ws1/op_inputs.hpp"
+#include "ws1/op_orders.hpp"
 
 namespace ws1cuda::reference {
 namespace {

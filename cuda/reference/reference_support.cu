@@ -3,8 +3,8 @@
 #include <climits>
 #include <string>
 
-#include "op_support.hpp"
 #include "reference_support.cuh"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1cuda::reference {
 namespace {
@@ -29,7 +29,7 @@ DeviceArray<float> widened(const ws1::Tensor& t) {
 
 void check_cublas(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    throw ws1::ops::OpInputError{
+    throw ws1::ops::DeviceError{
         ws1::environment_error("cuda_fp32", std::string(what) + ": " + cublasGetStatusString(s))};
 }
 

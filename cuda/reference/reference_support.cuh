@@ -15,7 +15,7 @@ namespace ws1cuda::reference {
 // A bf16 host tensor on the device as FP32 (row-major, contiguous).
 DeviceArray<float> widened(const ws1::Tensor& t);
 
-// Throws ws1::ops::OpInputError (environment error) unless s is CUBLAS_STATUS_SUCCESS.
+// Throws ws1::ops::DeviceError (an environment error) unless s is CUBLAS_STATUS_SUCCESS.
 void check_cublas(cublasStatus_t s, const char* what);
 
 // Row-major C[M,N] = op(A)·op(B): op(A) is [M,K] (A stored [M,K], or [K,M] when ta), op(B) is

@@ -56,9 +56,9 @@
 #include <limits>
 #include <vector>
 
-#include "attention.hpp"
 #include "op_support.hpp"
 #include "ws1/numeric.hpp"
+#include "ws1/op_inputs.hpp"
 
 // The kernels (dot_lanes, combine_rows, scatter_rows, rescale_add) are compiled twice: with
 // FMA + AVX (the fma chains vectorise across independent lanes) and for the baseline (std::fma
@@ -88,7 +88,7 @@ const Tensor& head_major(const Tensors& in, std::string_view name) {
 
 }  // namespace
 
-// Shared with the cuda_bf16 host function (attention.hpp): same checks, same messages.
+// Shared with the cuda_bf16 host function (ws1/op_inputs.hpp): same checks, same messages.
 AttentionInputs check_attention_inputs(const Tensors& in, bool backward) {
   constexpr std::string_view kOp = kAttentionOp;
   AttentionInputs x;

@@ -7,7 +7,7 @@
 //            [0, V) is an error
 //   backward dy.logp [...] float32 -> dlogits [..., V] = dy * (onehot(y) - softmax(logits)),
 //            bf16; ignored rows get an all +0 gradient
-// The declared split (logsumexp.hpp): fixed 1024-wide vocabulary chunks from index 0, each
+// The declared split (ws1/op_orders.hpp): fixed 1024-wide vocabulary chunks from index 0, each
 // reduced in index order (max, then sum of exp(x - chunk max)), chunks merged left to right
 // with one rescaling fused multiply-add. It is the same row kernel as logp's candidate.
 #include "logsumexp.hpp"

@@ -12,7 +12,6 @@
 // Backward: da (over N) and db (over M) are single FP32 fma chains rounded once; no split (a
 // row-parallel GEMM's backward reduces nothing across ranks). db is a sum over the call's rows,
 // so it depends on M by definition; da's rows are independent.
-#include "det_gemm.hpp"
 
 #include <algorithm>
 #include <string>
@@ -21,6 +20,8 @@
 #include "gemm_cpu.hpp"
 #include "op_support.hpp"
 #include "ws1/numeric.hpp"
+#include "ws1/op_inputs.hpp"
+#include "ws1/op_orders.hpp"
 
 namespace ws1::ops {
 

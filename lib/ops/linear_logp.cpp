@@ -14,7 +14,7 @@
 //   logits   each logit's sum over H: gemm_cpu's fp32_chunked() (32-wide FP32 fma chunks folded
 //            left to right; lm_head's candidate before its rounding);
 //   lse      the vocabulary in 1024-wide chunks from index 0, per chunk max and in-order sum of
-//            exp(x - max), merged left to right (logsumexp.hpp) — the logits of a chunk are
+//            exp(x - max), merged left to right (ws1/op_orders.hpp) — the logits of a chunk are
 //            computed, reduced and dropped; this is logp's candidate applied to the FP32 logits;
 //   dweight  per vocabulary row, the sum over the rows (fp32_chunked());
 //   dhidden  per 1024-wide vocabulary chunk an fp32_chunked sum over the chunk, the chunk

@@ -11,13 +11,13 @@
 // dweight = dy^T @ hidden (sum over the rows T), each in that order over its own reduction
 // dimension. dweight sums over the rows of the call, so it depends on them by definition;
 // dhidden's rows do not.
-#include "lm_head.hpp"
 
 #include <string>
 #include <utility>
 
 #include "gemm_cpu.hpp"
 #include "op_support.hpp"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1::ops {
 

@@ -5,7 +5,7 @@
 //            (logprob aggregates are FP32 on every backend)
 //   backward dy.logp [...] float32 -> dlogits [..., V] = dy * (onehot(y) - softmax(logits)),
 //            FP32 arithmetic, bf16 out (the logits' dtype)
-// Reduction order over V (logsumexp.hpp): fixed 1024-wide chunks (per-chunk max and in-order
+// Reduction order over V (ws1/op_orders.hpp): fixed 1024-wide chunks (per-chunk max and in-order
 // sum of exp(x - max), merged left to right with rescaling). Each row is reduced on its own,
 // so the candidate does not depend on the number of rows, their order or the thread count: it
 // is the same row kernel as batch_invariant_logp's, which makes logp batch invariant too.

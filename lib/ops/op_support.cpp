@@ -49,6 +49,8 @@ Result<Tensors> guarded(std::string_view op, const std::function<Tensors()>& bod
     return body();
   } catch (const OpInputError& e) {
     return e.error;
+  } catch (const DeviceError& e) {
+    return e.error;
   } catch (const std::logic_error& e) {
     return bad_input(std::string(op), "", e.what());
   }

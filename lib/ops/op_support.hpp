@@ -1,5 +1,6 @@
-// Internal helpers shared by the ops: checked input access, bf16 <-> float32 buffers, row
-// parallelism, the fixed-order reductions several ops use. Nothing op-specific lives here.
+// Internal helpers shared by the cpu_bf16 candidates: bf16 <-> float32 buffers, row parallelism,
+// the fixed-order reductions several ops use. Nothing op-specific lives here. The checked inputs
+// and failures every backend shares are public: ws1/op_inputs.hpp.
 #pragma once
 
 #include <cstdint>
@@ -10,22 +11,11 @@
 #include <vector>
 
 #include "ws1/error.hpp"
+#include "ws1/op_inputs.hpp"
 #include "ws1/op.hpp"
 #include "ws1/tensor.hpp"
 
 namespace ws1::ops {
-
-// Thrown inside an op when its inputs do not fit; OpGuard turns it into the op's Error.
-struct OpInputError {
-  Error error;
-};
-
-// The input `name`, which must exist with `dtype` and `rank` (rank < 0: any). Fails with
-// "<op>: <name>: problem".
-const Tensor& input(const Tensors& in, std::string_view op, std::string_view name, DType dtype,
-                    int rank = -1);
-// Fails unless `cond`, saying `problem` about `op`'s tensor `name`.
-void require(bool cond, std::string_view op, std::string_view name, const std::string& problem);
 
 // Work of `hidden [.., H] @ weight [V, H]ᵀ` (lm_head, linear_logp) for Op::work: forward, the
 // logits product; backward, dhidden and dweight only (dy is an input; logits a kernel
@@ -33,17 +23,10 @@ void require(bool cond, std::string_view op, std::string_view name, const std::s
 // the two GEMMs the backward replaces). {} when the tensors do not have those shapes.
 OpWork projection_work(const Tensors& in, bool backward);
 
-// Runs `body` and converts an OpInputError (or std::logic_error from the tensor layer)
-// into an Error naming the op.
-Result<Tensors> guarded(std::string_view op, const std::function<Tensors()>& body);
-
 // A tensor's elements as float32 (bf16/f16/f32 upcast exactly), row-major.
 std::vector<float> to_f32(const Tensor& t);
-// A float32 tensor holding `values` (moved), and a bf16 tensor of their RNE rounding.
-Tensor f32_tensor(const Shape& shape, std::vector<float> values);
+// A bf16 tensor of the RNE rounding of `values`.
 Tensor bf16_tensor(const Shape& shape, std::span<const float> values);
-// The int64 elements of an integer tensor (I32 or I64), row-major.
-std::vector<std::int64_t> to_i64(const Tensor& t);
 
 // Splits [0, n) into contiguous blocks over `threads` workers (0: hardware concurrency) and
 // calls body(begin, end) for each. Each index is handled by exactly one call, so results that

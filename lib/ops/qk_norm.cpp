@@ -7,7 +7,7 @@
 // The arithmetic is rms_norm's (rms_norm.hpp): statistic in fixed 32-wide chunks, rounded once
 // ("kernel" order) or the contract's "hf" order; backward dx per row, dweight summed over all
 // rows (tokens x heads) in blocks of kDwRowBlock rows whose partials are added in block order
-// (rms_norm.hpp, docs/decisions.md D24). Each head's row is normalised on its
+// (ws1/op_orders.hpp, docs/decisions.md D24). Each head's row is normalised on its
 // own, so a row's result does not depend on how many tokens or heads are in the call.
 //
 // What qk_norm adds: when the run knows head_dim (OpContext::head_dim > 0), x's last

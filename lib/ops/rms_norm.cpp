@@ -10,7 +10,7 @@
 //   dx = r*g - x * r^3 * sum(g*x) / W,      dweight = sum over rows of dy*x*r.
 // dweight is a sum over rows per column, each row adding fma(float(dy*x), rstd, acc), in fixed
 // blocks of kDwRowBlock rows, the block partials then added in block order in FP32 and rounded
-// once (rms_norm.hpp; docs/decisions.md D24: the GPU runs the blocks in parallel). It is
+// once (ws1/op_orders.hpp; docs/decisions.md D24: the GPU runs the blocks in parallel). It is
 // deterministic and depends on the rows only; the HF order's backward uses the same formula
 // (rounding is not differentiated).
 #include "rms_norm.hpp"

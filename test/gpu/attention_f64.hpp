@@ -10,8 +10,8 @@
 #include <limits>
 #include <vector>
 
-#include "attention.hpp"
 #include "ws1/numeric.hpp"
+#include "ws1/op_inputs.hpp"
 
 namespace ws1::test {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "attention_f64.hpp"  // doubles()
-#include "lm_head.hpp"
-#include "op_support.hpp"
+#include "op_support.hpp"  // parallel_for (lib/ops, internal)
+#include "ws1/op_inputs.hpp"
 
 namespace ws1::test {
 

@@ -1,5 +1,5 @@
 // rms_norm / qk_norm backward on cuda_bf16 equals cpu_bf16 bit for bit at shapes that exercise
-// dweight's declared blocked order (lib/ops/rms_norm.hpp kDwRowBlock, docs/decisions.md D24):
+// dweight's declared blocked order (ws1/op_orders.hpp kDwRowBlock, docs/decisions.md D24):
 // no rows, fewer rows than a block, exactly one block, one row past it, many blocks with a
 // ragged last one; even widths (the partials kernel's 2-wide loads) and odd ones (1-wide),
 // widths that are not multiples of 8 or 32; qk_norm's 128-wide heads over up to 65536 rows.
@@ -14,8 +14,9 @@
 #include "bf16_patterns.hpp"
 #include "gpu_test_support.hpp"
 #include "norm_dweight_restated.hpp"
-#include "rms_norm.hpp"
 #include "ws1/numeric.hpp"
+#include "ws1/op_inputs.hpp"
+#include "ws1/op_orders.hpp"
 
 using namespace ws1;
 

@@ -1,4 +1,4 @@
-// rms_norm / qk_norm dweight restated from its definitions (lib/ops/rms_norm.hpp,
+// rms_norm / qk_norm dweight restated from its definitions (ws1/op_orders.hpp,
 // docs/decisions.md D24) independently of lib/ops, for the CPU and GPU tests of its order.
 #pragma once
 

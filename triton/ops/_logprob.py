@@ -1,5 +1,5 @@
 """What the logprob ops on triton_cuda_bf16 share (logp, batch_invariant_logp, linear_logp; the
-definitions and the declared order are in lib/ops/logsumexp.hpp, the cuda twin is
+definitions and the declared order are in lib/include/ws1/op_orders.hpp, the cuda twin is
 cuda/ops/logprob.cuh + logp.cu).
 
 The row logsumexp, as declared, operation by operation:

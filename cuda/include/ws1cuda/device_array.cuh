@@ -1,8 +1,8 @@
 // Device memory for the cuda_bf16 kernels: checked CUDA calls, an owning typed array, and the
 // copies between host tensors (ws1::Tensor) and device arrays. Included by .cu files only.
 //
-// A failing CUDA call or launch throws ws1::ops::OpInputError carrying an environment error
-// (exit 3) naming the call, so an op's host function wrapped in ws1::ops::guarded() returns it
+// A failing CUDA call or launch throws ws1::ops::DeviceError (ws1/op_inputs.hpp) carrying an
+// environment error (exit 3) naming the call, so an op's host function wrapped in ws1::ops::guarded() returns it
 // as the op's Error; nothing aborts.
 #pragma once
 
