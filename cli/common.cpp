@@ -1,5 +1,8 @@
 #include "common.hpp"
 
+#include <cstdint>
+#include <string>
+
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +21,8 @@ std::string default_workload() {
 }
 
 namespace {
+constexpr std::int64_t kMaxFlagCount = 1000;  // per value of a counting flag (-v)
+
 std::vector<std::string>& argv_store() {
   static std::vector<std::string> argv;
   return argv;
@@ -41,7 +46,20 @@ std::vector<Command> build_cli(CLI::App& app, GlobalOptions& global) {
     return "ws1check: error: " + CLI::FailureMessage::simple(a, e);
   });
   app.set_version_flag("--version", version_line());
-  app.add_flag("-v,--verbose", global.verbose, "more log output on stderr (repeatable)");
+  // CLI11 sums a counting flag's values with std::stoll into an int64: a value past its range
+  // escaped the parse as std::out_of_range (`--verbose=99999999999999999999` aborted; cli_fuzz)
+  // and a large one overflowed the sum. Each value must be a small count: a usage error if not.
+  const CLI::Validator small_count(
+      [](std::string& v) -> std::string {
+        try {
+          const std::int64_t n = CLI::detail::to_flag_value(v);
+          if (n >= -kMaxFlagCount && n <= kMaxFlagCount) return {};
+        } catch (const std::exception&) {
+        }
+        return "not a count in [-" + std::to_string(kMaxFlagCount) + ", " + std::to_string(kMaxFlagCount) + "]: " + v;
+      },
+      "");
+  app.add_flag("-v,--verbose", global.verbose, "more log output on stderr (repeatable)")->check(small_count);
   app.add_flag("-q,--quiet", global.quiet, "only errors on stderr");
 
   std::vector<Command> commands;

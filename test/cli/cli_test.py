@@ -39,7 +39,10 @@ class CliBasics(unittest.TestCase):
         self.assertRegex(out, r"ws1check \d+\.\d+\.\d+ \(source [0-9a-f]{40}|unknown")
 
     def test_usage_errors_exit_2(self):
-        for args in (["--no-such-flag"], ["ops", "--op", "no_such_op"], ["fixtures"], [], ["accuracy", "--bogus"]):
+        # A count past int64 (std::stoll's out_of_range once escaped CLI11's parse and aborted; found
+        # by cli_fuzz) and one that would overflow the sum of the flag's values.
+        for args in (["--no-such-flag"], ["ops", "--op", "no_such_op"], ["fixtures"], [], ["accuracy", "--bogus"],
+                     ["--verbose=99999999999999999999999", "ops"], ["--verbose=9223372036854775807", "-v", "ops"]):
             rc, out, err = run(*args)
             self.assertEqual(rc, 2, args)
             self.assertTrue(err.startswith("ws1check: error: "), (args, err))
