@@ -32,11 +32,13 @@ multiple of 1024, sized so the G scratch stays near 2^26 elements):
                               the earlier slabs is carried in an FP32 buffer (an exact round
                               trip), so a row's bits do not depend on S (which depends on T);
                               the last slab rounds once to bf16.
-  mma_gemm_kernel (_gemm)     dweight[slab, H] = G_hi_slab^T @ hidden: each element sums the
-                              tokens in increasing order on the tensor cores (promoted every 512
-                              tokens above 4096), rounded once. As cuda_bf16, G_lo is left out of
-                              dweight: hidden is small (logits at unit scale need |hidden| ~
-                              1/sqrt(H)), so G's bf16 rounding stays far below dweight's own.
+  mma_gemm_kernel (_gemm)     dweight[slab, H] = (G_hi + G_lo)_slab^T @ hidden, as one product over
+                              K = 2T: G_hi and G_lo are the two halves of one [2T, S] scratch and
+                              hidden is stacked twice, so each element sums G_hi's tokens in
+                              increasing order, then G_lo's, on the tensor cores (promoted every
+                              512 tokens above 4096), rounded once. G_hi alone (bf16 G) was red on
+                              the smoke-gqa workload's scaled_logit dweight (2 of 16384 elements
+                              at 1.06x atol), as it had been on cuda_bf16.
 No atomics, no split-K, constant tile shapes: identical bits run to run; logp and dhidden rows
 depend on their own row only (batch-invariant); dweight sums over the call's tokens by definition.
 Not bit-equal to cpu_bf16: the tensor cores' k16 sums differ from the CPU's 32-wide FMA chains,
@@ -235,8 +237,9 @@ def backward(tensors, context):
     dhidden = S.poisoned((x.rows, x.width), torch.bfloat16)
     dweight = S.poisoned((x.vocab, x.width), torch.bfloat16)
     slab = slab_width(x.rows, x.vocab)
-    g_hi = torch.empty((x.rows, slab), dtype=torch.bfloat16, device=S.DEVICE)
-    g_lo = torch.empty((x.rows, slab), dtype=torch.bfloat16, device=S.DEVICE)
+    g = torch.empty((2 * x.rows, slab), dtype=torch.bfloat16, device=S.DEVICE)  # G_hi's rows, then G_lo's
+    g_hi, g_lo = g[:x.rows], g[x.rows:]
+    hidden2 = torch.cat((hidden, hidden))  # dweight's K: G_hi's tokens, then G_lo's
     partial = torch.empty((x.rows, x.width) if slab < x.vocab else (1,), dtype=torch.float32, device=S.DEVICE)
     for v0 in range(0, x.vocab, slab):
         v_end = min(v0 + slab, x.vocab)
@@ -247,8 +250,8 @@ def backward(tensors, context):
         S.launch(linear_logp_dhidden_kernel, (S.cdiv(x.rows, G.BM), S.cdiv(x.width, G.BN)), g_hi, g_lo, slab,
                  weight[v0:v_end], partial, dhidden, x.rows, x.width, n, FIRST=v0 == 0, LAST=v_end == x.vocab,
                  BM=G.BM, BN=G.BN, BK=G.BK, CHUNK=CHUNK, num_warps=G.NUM_WARPS, num_stages=G.NUM_STAGES)
-        # dweight rows [v0, v_end) = G_hi[:, :n]^T @ hidden: the sum over the tokens.
-        G.gemm_into(dweight[v0:v_end], g_hi[:, :n].t(), hidden)
+        # dweight rows [v0, v_end) = (G_hi + G_lo)[:, :n]^T @ hidden: the sum over the tokens.
+        G.gemm_into(dweight[v0:v_end], g[:, :n].t(), hidden2)
     return {"dhidden": S.to_host(dhidden.reshape(dh_shape)), "dweight": S.to_host(dweight)}
 
 
