@@ -68,6 +68,29 @@ __device__ __forceinline__ unsigned bf16_bits_rne(unsigned f32_bits) {
 }
 __device__ __forceinline__ bool is_finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
 
+// Finite r rounded to the candidate's dtype (pair_errors.hpp's rounded_to).
+template <bool kBf16>
+__device__ __forceinline__ float rounded_to(float r) {
+  if constexpr (kBf16)
+    return __uint_as_float(bf16_bits_rne(__float_as_uint(r)) << 16);
+  else
+    return r;
+}
+
+// The seven counts of ws1::SignCounts, in its order: finite, above, below, away, toward,
+// positive, negative (ws1::count_signs()).
+constexpr int kSigns = 7;
+__device__ __forceinline__ void count_signs(unsigned (&s)[kSigns], float c, float q) {
+  const float ac = fabsf(c), aq = fabsf(q);
+  s[0] += 1;
+  s[1] += c > q ? 1u : 0u;
+  s[2] += c < q ? 1u : 0u;
+  s[3] += ac > aq ? 1u : 0u;
+  s[4] += ac < aq ? 1u : 0u;
+  s[5] += q > 0 ? 1u : 0u;
+  s[6] += q < 0 ? 1u : 0u;
+}
+
 template <bool kBf16>
 __device__ __forceinline__ float load_c(const void* c, long long i) {
   if constexpr (kBf16)
@@ -201,6 +224,7 @@ struct Leaf {
   long long worst_flat;
   long long violations;
   long long sulp_sum;
+  long long signs[kSigns];
   float ref_max;
   int worst_violates;
 };
@@ -251,6 +275,7 @@ __global__ void __launch_bounds__(kThreads) leaf_stats(const void* c, const floa
   __shared__ unsigned long long vsh[kThreads];
   __shared__ long long ssh[kThreads];
   __shared__ float rsh[kThreads];
+  __shared__ unsigned gsh[kThreads / 32][kSigns];
   const int t = threadIdx.x;
   for (int k = t; k < 3 * kBins; k += kThreads) (&counts[0][0])[k] = 0;
   __syncthreads();
@@ -262,6 +287,7 @@ __global__ void __launch_bounds__(kThreads) leaf_stats(const void* c, const floa
     unsigned zeros[3] = {0, 0, 0};
     unsigned long long violations = 0;
     long long sulp = 0;
+    unsigned signs[kSigns] = {0, 0, 0, 0, 0, 0, 0};
     float rmax = 0;  // fmaxf leaves a NaN reference out
     Worst best{0, 0, -1, false};
 #pragma unroll
@@ -270,6 +296,8 @@ __global__ void __launch_bounds__(kThreads) leaf_stats(const void* c, const floa
       if (i >= n) continue;  // the last leaf's padding: + 0 changes no bit
       const Values v = element<kBf16>(c, r, i, tol, table);
       rmax = fmaxf(rmax, fabsf(r[i]));
+      if (const float cv = load_c<kBf16>(c, i), rv = r[i]; is_finite(cv) && is_finite(rv))
+        count_signs(signs, cv, rounded_to<kBf16>(rv));
       sulp += v.sulp;
       violations += v.violates ? 1 : 0;
       const Worst w{v.ratio, v.allowed, i, v.violates};
@@ -299,6 +327,12 @@ __global__ void __launch_bounds__(kThreads) leaf_stats(const void* c, const floa
     ssh[t] = sulp;
     rsh[t] = rmax;
     for (int s = 0; s < 3; ++s) msh[s][t] = mx[s];
+    // The sign counts: integers, so any tree gives the same sums (warps, then thread 0).
+#pragma unroll
+    for (int k = 0; k < kSigns; ++k) {
+      const unsigned w = __reduce_add_sync(0xffffffffu, signs[k]);
+      if ((t & 31) == 0) gsh[t / 32][k] = w;
+    }
     __syncthreads();
     for (int m = kThreads / 2; m >= 1; m /= 2) {
       if (t < m) {
@@ -322,6 +356,11 @@ __global__ void __launch_bounds__(kThreads) leaf_stats(const void* c, const floa
       out.worst_violates = wsh[0].violates ? 1 : 0;
       out.violations = static_cast<long long>(vsh[0]);
       out.sulp_sum = ssh[0];
+      for (int k = 0; k < kSigns; ++k) {
+        long long total = 0;
+        for (int w = 0; w < kThreads / 32; ++w) total += gsh[w][k];
+        out.signs[k] = total;
+      }
       out.ref_max = rsh[0];
     }
     __syncthreads();
@@ -493,6 +532,14 @@ std::optional<ws1::AccuracyTensor> judge(const std::string& name, const ws1::Ten
     }
     totals.violations += l.violations;
     totals.signed_ulp_sum += l.sulp_sum;
+    ws1::SignCounts& g = totals.signs;
+    g.finite += l.signs[0];
+    g.above += l.signs[1];
+    g.below += l.signs[2];
+    g.away += l.signs[3];
+    g.toward += l.signs[4];
+    g.positive += l.signs[5];
+    g.negative += l.signs[6];
     totals.reference_max_abs = std::fmax(totals.reference_max_abs, l.ref_max);
     const bool v = l.worst_violates != 0;
     if (l.worst_flat >= 0 &&

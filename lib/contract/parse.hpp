@@ -36,6 +36,11 @@ inline constexpr std::string_view kScaleFreeDefinition =
 inline constexpr std::string_view kRelativeDefinition =
     "max|c - r| <= factor * max|n - r| + floor_steps * ulp_bf16(max|r|)";
 
+// The bias rule as the contract must state it.
+inline constexpr std::string_view kBiasDefinition =
+    "|sum(s)| <= max(max_mean * n, z * sqrt(count(s != 0))) for s = sign(c - q) and s = sign(|c| - |q|), "
+    "q = r rounded to the candidate dtype, over the n finite pairs";
+
 // Report kinds of comparison_roles.by_report_kind: the four judgments plus the chain parity.
 inline constexpr std::string_view kParityReportKind = "train_infer_logprob_parity";
 

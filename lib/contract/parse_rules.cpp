@@ -77,10 +77,32 @@ RelativeToNaiveRule parse_relative(const Node& n) {
   return r;
 }
 
+BiasRule parse_bias(const Node& n) {
+  n.allow_only({"definition", "max_mean_by_dtype", "z", "provenance", "rationale"});
+  BiasRule r;
+  check_definition(n.at("definition"), kBiasDefinition);
+  if (auto v = n.find("rationale")) (void)v->nonempty_string();
+  const Node by_dtype = n.at("max_mean_by_dtype");
+  for (const auto& [name, value] : by_dtype.fields()) {
+    const auto t = contract_dtype_from_name(name);
+    if (!t) value.fail("unknown dtype (known: float32, bfloat16, float16, float8)");
+    const double m = value.nonnegative();
+    // A mean of signs lies in [-1, 1]: a bound of 1 or more cannot fail.
+    if (!(m < 1.0)) value.fail("must be < 1 (a mean of signs never exceeds 1), got " + format_number(m));
+    r.max_mean_by_dtype[*t] = m;
+  }
+  if (r.max_mean_by_dtype.empty()) by_dtype.fail("must give at least one dtype");
+  const Node z = n.at("z");
+  r.z = z.nonnegative();
+  if (!(r.z >= 1.0)) z.fail("must be >= 1 (a sign test below one standard deviation fails fair candidates), got " + format_number(r.z));
+  r.provenance = parse_provenance(n.at("provenance"));
+  return r;
+}
+
 }  // namespace
 
 JudgmentRules parse_rules(const Node& n) {
-  n.allow_only({"format", "note", "gradient_scale_free", "relative_to_naive"});
+  n.allow_only({"format", "note", "gradient_scale_free", "relative_to_naive", "bias"});
   const Node format = n.at("format");
   if (format.string() != kJudgmentRulesFormat)
     format.fail("unknown format \"" + std::string(format.string()) + "\" (known: " +
@@ -89,6 +111,7 @@ JudgmentRules parse_rules(const Node& n) {
   JudgmentRules r;
   if (auto v = n.find("gradient_scale_free")) r.gradient_scale_free = parse_scale_free(*v);
   if (auto v = n.find("relative_to_naive")) r.relative_to_naive = parse_relative(*v);
+  if (auto v = n.find("bias")) r.bias = parse_bias(*v);
   return r;
 }
 

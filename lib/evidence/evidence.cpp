@@ -93,7 +93,7 @@ Evidence begin_evidence(std::vector<std::string> command) {
 }
 
 bool passed(const AccuracyTensor& t) {
-  return t.comparable && t.violations == 0 && (!t.relative || t.relative->passed);
+  return t.comparable && t.violations == 0 && (!t.relative || t.relative->passed) && (!t.bias || t.bias->passed);
 }
 
 bool passed(const BitwiseTensor& t) {

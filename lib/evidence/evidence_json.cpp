@@ -77,6 +77,21 @@ json accuracy_json(const AccuracyTensor& t) {
     j["relative"] = json{{"naive_max_abs", num(t.relative->naive_max_abs)}, {"factor", num(t.relative->factor)},
                          {"floor", num(t.relative->floor)}, {"bound", num(t.relative->bound)},
                          {"passed", t.relative->passed}};
+  if (t.bias) {  // the same: only under a contract with judgment_rules.bias
+    const SignCounts& k = t.bias->counts;
+    j["bias"] = json{{"finite", k.finite},
+                     {"above", k.above},
+                     {"below", k.below},
+                     {"away", k.away},
+                     {"toward", k.toward},
+                     {"drift", num(t.bias->drift)},
+                     {"growth", num(t.bias->growth)},
+                     {"max_mean", num(t.bias->max_mean)},
+                     {"z", num(t.bias->z)},
+                     {"drift_bound", num(t.bias->drift_bound)},
+                     {"growth_bound", num(t.bias->growth_bound)},
+                     {"passed", t.bias->passed}};
+  }
   return j;
 }
 

@@ -81,6 +81,7 @@ struct Partial {
   double abs_max = 0, rel_max = 0, ulp_max = 0;
   std::int64_t signed_ulp_sum = 0;  // exact: the order does not matter
   float reference_max_abs = 0;
+  SignCounts signs;  // exact counts, as the sum
   std::int64_t worst_flat = -1;
   WorstElement worst;
 
@@ -103,6 +104,13 @@ struct Partial {
     rel_max = std::max(rel_max, p.rel_max);
     ulp_max = std::max(ulp_max, p.ulp_max);
     signed_ulp_sum += p.signed_ulp_sum;
+    signs.finite += p.signs.finite;
+    signs.above += p.signs.above;
+    signs.below += p.signs.below;
+    signs.away += p.signs.away;
+    signs.toward += p.signs.toward;
+    signs.positive += p.signs.positive;
+    signs.negative += p.signs.negative;
     reference_max_abs = std::fmax(reference_max_abs, p.reference_max_abs);
     if (p.worst_flat >= 0 && outranks(p.worst.margin, p.worst.violates)) {
       worst_flat = p.worst_flat;
@@ -193,6 +201,7 @@ Partial pass1_chunk(Ranks& rk, std::vector<double>& buf, const std::byte* cbase,
   std::int64_t zeros = 0, violations = 0;
   double abs_max = 0, rel_max = 0, ulp_max = 0;
   std::int64_t sulp = 0;
+  SignCounts signs;
   float rmax = 0;  // std::fmax leaves a NaN reference out
   std::int64_t worst_flat = -1;
   float worst_c = 0, worst_r = 0;
@@ -251,6 +260,7 @@ Partial pass1_chunk(Ranks& rk, std::vector<double>& buf, const std::byte* cbase,
         rmax = std::fmax(rmax, std::fabs(r));
         if (same_finite(c, r)) {  // every error is 0: counted as zeros; a first worst element
           ++zeros;
+          count_signs(signs, c, c);  // r is a value of the candidate's dtype: q = r = c
           add_zero(flat - bs);
           if (worst_flat < 0)
             consider_worst(flat, c, r, judge_detail::finite_allowed(r, tol), 0.0, false);
@@ -261,6 +271,7 @@ Partial pass1_chunk(Ranks& rk, std::vector<double>& buf, const std::byte* cbase,
         const double allowed = judge_detail::finite_allowed(r, tol);
         const std::optional<bool> ok = judge_detail::fast_decision(s.abs, allowed);
         if (!ok) break;
+        count_signs(signs, c, judge_detail::rounded_to<CT>(r));
         add_finite(flat, flat - bs, c, r, s, allowed, *ok);
       }
       if (flat == be) break;
@@ -271,6 +282,7 @@ Partial pass1_chunk(Ranks& rk, std::vector<double>& buf, const std::byte* cbase,
       if (std::isfinite(c) && std::isfinite(r)) {
         const judge_detail::FiniteErrors e = judge_detail::finite_errors<CT>(c, r, tol);
         add_finite(flat, flat - bs, c, r, e.stats, e.allowed, e.ok);
+        count_signs(signs, c, judge_detail::rounded_to<CT>(r));
       } else {
         const PairJudgement x = nonfinite_pair(c, r, tol, CT);
         if (x.nan) {
@@ -301,6 +313,7 @@ Partial pass1_chunk(Ranks& rk, std::vector<double>& buf, const std::byte* cbase,
   p.rel_max = rel_max;
   p.ulp_max = ulp_max;
   p.signed_ulp_sum = sulp;
+  p.signs = signs;
   p.reference_max_abs = rmax;
   p.worst_flat = worst_flat;
   if (worst_flat >= 0)
@@ -431,6 +444,7 @@ AccuracyTensor accuracy_record(std::string name, const Tensor& candidate, Accura
   // holds when rtol > 1).
   t.reference_max_abs = all.reference_max_abs;
   t.zeros_pass = all.reference_nans == 0 && within_tolerance(0.0f, all.reference_max_abs, tol);
+  t.signs = all.signs;
   const std::int64_t finite = measured - all.infinite;
   t.bias_ulp = finite > 0 ? static_cast<double>(all.signed_ulp_sum) / static_cast<double>(finite)
                           : std::numeric_limits<double>::quiet_NaN();
@@ -467,6 +481,29 @@ DeviceAccuracyJudge g_device_judge = nullptr;
 }  // namespace
 
 void set_device_accuracy_judge(DeviceAccuracyJudge judge) { g_device_judge = judge; }
+
+BiasCheck judge_bias(const SignCounts& counts, double max_mean, double z) {
+  BiasCheck b;
+  b.counts = counts;
+  b.max_mean = max_mean;
+  b.z = z;
+  b.passed = true;
+  if (counts.finite == 0) return b;
+  const auto n = static_cast<double>(counts.finite);
+  // One sign: its mean, and whether |sum| <= max(max_mean * n, z * sqrt(nonzero)); the sums and
+  // counts are exact integers below 2^53.
+  const auto lean = [&](std::int64_t plus, std::int64_t minus, double& mean, double& bound) {
+    const auto sum = static_cast<double>(plus - minus);
+    const double limit = std::max(max_mean * n, z * std::sqrt(static_cast<double>(plus + minus)));
+    mean = sum / n;
+    bound = limit / n;
+    return std::fabs(sum) <= limit;
+  };
+  const bool drift_ok = lean(counts.above, counts.below, b.drift, b.drift_bound);
+  const bool growth_ok = lean(counts.away, counts.toward, b.growth, b.growth_bound);
+  b.passed = drift_ok && growth_ok;
+  return b;
+}
 
 double max_abs_error(const Tensor& candidate, const Tensor& reference) {
   judge_detail::require_defined(candidate, "max_abs_error", "candidate");
@@ -565,6 +602,7 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
   totals.rel_max = all.rel_max;
   totals.ulp_max = all.ulp_max;
   totals.signed_ulp_sum = all.signed_ulp_sum;
+  totals.signs = all.signs;
   totals.reference_max_abs = all.reference_max_abs;
   totals.worst_flat = all.worst_flat;
   totals.worst = all.worst;

@@ -104,6 +104,18 @@ inline std::int64_t finite_signed_ulp(float c, float r) {
   }
 }
 
+// Finite r rounded to the candidate dtype CT (nearest even), as a float: the value a correctly
+// rounded candidate holds, from which finite_signed_ulp() counts.
+template <DType CT>
+inline float rounded_to(float r) {
+  if constexpr (CT == DType::kBF16)
+    return std::bit_cast<float>(bf16_bits_rne(std::bit_cast<std::uint32_t>(r)) << 16);
+  else if constexpr (CT == DType::kF32)
+    return r;
+  else
+    return round_fp16(r);
+}
+
 // ulp_distance(c, r, ct) for finite c (already a value of ct) and finite r.
 template <DType CT>
 inline double finite_ulp(float c, float r) {

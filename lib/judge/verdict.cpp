@@ -24,6 +24,11 @@ std::string accuracy_problem(const AccuracyTensor& t) {
                      "{:.4g} + {:.4g}",
                      t.abs_error.max, t.relative->bound, t.relative->factor, t.relative->naive_max_abs,
                      t.relative->floor);
+  if (t.bias && !t.bias->passed)
+    s += fmt::format("; the errors lean one way: drift {:+.4f} (bound {:.4f}: {} above, {} below r rounded), growth "
+                     "{:+.4f} (bound {:.4f}: {} farther from zero, {} nearer) over {} finite pairs",
+                     t.bias->drift, t.bias->drift_bound, t.bias->counts.above, t.bias->counts.below, t.bias->growth,
+                     t.bias->growth_bound, t.bias->counts.away, t.bias->counts.toward, t.bias->counts.finite);
   if (t.nan_elements > 0) s += fmt::format(" ({} with NaN)", t.nan_elements);
   if (t.worst)
     s += fmt::format("; worst at {}: candidate {}, reference {}, |c - r| / allowed = {:.4g}{} "

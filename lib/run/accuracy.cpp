@@ -80,6 +80,29 @@ std::optional<double> relative_factor(const Contract& contract, Judgment judgmen
   return it->second;
 }
 
+// ws1-c1-v3's bias rule (judgment_rules.bias): the largest mean sign for the candidate's dtype,
+// or nothing where the rule does not list it.
+std::optional<double> bias_max_mean(const Contract& contract, DType candidate) {
+  if (!contract.rules || !contract.rules->bias) return std::nullopt;
+  const auto t = contract_dtype(candidate);
+  if (!t) return std::nullopt;
+  const auto& by_dtype = contract.rules->bias->max_mean_by_dtype;
+  const auto it = by_dtype.find(*t);
+  if (it == by_dtype.end()) return std::nullopt;
+  return it->second;
+}
+
+// The sign counts of an all-zero candidate against the same reference: 0 lies below each
+// positive q, above each negative one, and nearer zero than both.
+SignCounts zero_candidate_signs(const SignCounts& s) {
+  SignCounts z = s;
+  z.above = s.negative;
+  z.below = s.positive;
+  z.away = 0;
+  z.toward = s.positive + s.negative;
+  return z;
+}
+
 Cell red(Cell cell, std::string reason) {
   cell.verdict = Verdict::kRed;
   cell.reason = std::move(reason);
@@ -242,6 +265,14 @@ Result<Cell> run_accuracy_cell_on(const RunContext& run, Backend& backend, const
       // this bound as well (the row's vacuity alone no longer decides).
       if (t.zeros_pass && *t.zeros_pass) t.zeros_pass = *t.reference_max_abs <= rc.bound;
       t.relative = rc;
+    }
+    // The bias rule: whether the errors lean one way (ws1/contract.hpp BiasRule).
+    if (const auto max_mean = bias_max_mean(contract, t.dtype); max_mean && t.comparable) {
+      const double z = contract.rules->bias->z;
+      t.bias = judge_bias(t.signs, *max_mean, z);
+      // An all-zero candidate leans toward zero everywhere: it makes the cell vacuous only if it
+      // passes this rule too.
+      if (t.zeros_pass && *t.zeros_pass) t.zeros_pass = judge_bias(zero_candidate_signs(t.signs), *max_mean, z).passed;
     }
     if (!passed(t) && t.comparable && (t.dtype == DType::kBF16 || t.dtype == DType::kF16))
       t.floor_violations = floor_violations(*r, t.dtype, applied);

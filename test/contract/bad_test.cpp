@@ -359,6 +359,17 @@ std::vector<Case> v3_cases() {
                rn + ".factor_by_judgment.forward_invariance", "not an accuracy judgment"});
   c.push_back({"v3_relative_no_floor", edit_v3([RN](ojson& d) { d[Ptr(RN)].erase("floor_steps"); }), rn + ".floor_steps",
                "missing required key"});
+  const std::string BI = "/judgment_rules/bias";
+  const std::string bi = "judgment_rules.bias";
+  c.push_back({"v3_bias_definition", set_v3(BI + "/definition", "|mean(c - r)| <= max_mean"), bi + ".definition",
+               "not the one ws1check implements"});
+  c.push_back({"v3_bias_cannot_fail", set_v3(BI + "/max_mean_by_dtype/bfloat16", 1), bi + ".max_mean_by_dtype.bfloat16",
+               "a mean of signs never exceeds 1"});
+  c.push_back({"v3_bias_no_dtype", set_v3(BI + "/max_mean_by_dtype", ojson::object()), bi + ".max_mean_by_dtype",
+               "at least one dtype"});
+  c.push_back({"v3_bias_small_z", set_v3(BI + "/z", 0.5), bi + ".z", "must be >= 1"});
+  c.push_back({"v3_bias_no_z", edit_v3([BI](ojson& d) { d[Ptr(BI)].erase("z"); }), bi + ".z", "missing required key"});
+  c.push_back({"v3_bias_unknown_key", set_v3(BI + "/judgments", ojson::array()), bi + ".judgments", "unknown key"});
   c.push_back({"v3_measured_without_commit", edit_v3([SF](ojson& d) { d[Ptr(SF + "/provenance")].erase("commit"); }),
                sf + ".provenance.commit", "a measured calibration names its commit"});
   return c;

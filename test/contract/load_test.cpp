@@ -404,6 +404,12 @@ TEST_CASE("the shipped ws1-c1-v3 is ws1-c1-v2 plus the chain metrics of spec 11.
   for (const auto& [jname, f] : rn["factor_by_judgment"].items())
     CHECK(c.rules->relative_to_naive->factor_by_judgment.at(*ws1::judgment_from_name(jname)) == f.get<double>());
   CHECK(c.rules->relative_to_naive->floor_steps == rn["floor_steps"].get<double>());
+  REQUIRE(c.rules->bias);
+  const ojson& bi = doc["judgment_rules"]["bias"];
+  for (const auto& [dt, m] : bi["max_mean_by_dtype"].items())
+    CHECK(c.rules->bias->max_mean_by_dtype.at(*ws1::contract_dtype_from_name(dt)) == m.get<double>());
+  CHECK(c.rules->bias->z == bi["z"].get<double>());
+  CHECK(c.rules->bias->provenance.mode == str(bi["provenance"]["mode"]));
   // v2 has no rules.
   CHECK_FALSE(load_ok(ws1::test::our_contract()).rules);
 }

@@ -142,7 +142,8 @@ const std::set<std::pair<std::string, std::string>> kVersionedKeys = {
 // Keys written only where they apply to the run, never as null: a tensor's `rule` exists only
 // under a contract with judgment_rules (ws1-c1-v3), so that v2 artifacts keep their keys.
 const std::set<std::pair<std::string, std::string>> kConditionalKeys = {{"#/$defs/accuracy_tensor", "rule"},
-                                                                      {"#/$defs/accuracy_tensor", "relative"}};
+                                                                      {"#/$defs/accuracy_tensor", "relative"},
+                                                                      {"#/$defs/accuracy_tensor", "bias"}};
 
 // Every object schema with properties requires all of them: the writer always emits every
 // key (absent values are explicit nulls), so optional keys would hide a writer bug.
@@ -219,6 +220,14 @@ TEST_CASE("schema: the written artifact conforms", "[evidence]") {
   SECTION("with a tensor judged by a v3 rule") {
     e.cells[0].accuracy.front().rule = ws1::AppliedRule{"judgment_rules.gradient_scale_free", 0.11328125, 0.02};
     e.cells[0].accuracy.front().relative = ws1::RelativeCheck{0.015625, 2, 0.0078125, 0.0390625, true};
+    ws1::BiasCheck b;
+    b.counts = {512, 3, 5, 4, 4, 250, 262};
+    b.drift = -2.0 / 512;
+    b.max_mean = 0.1;
+    b.z = 6;
+    b.drift_bound = b.growth_bound = 0.1;
+    b.passed = true;
+    e.cells[0].accuracy.front().bias = b;
   }
   auto text = ws1::evidence_json(e);
   INFO((text.ok() ? std::string() : text.error().message()));

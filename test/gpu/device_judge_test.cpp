@@ -70,6 +70,7 @@ void require_same_record(const AccuracyTensor& host, const AccuracyTensor& dev) 
   CHECK(dev.zeros_pass == host.zeros_pass);
   REQUIRE(dev.bias_ulp.has_value() == host.bias_ulp.has_value());
   if (host.bias_ulp) CHECK(bits(*dev.bias_ulp) == bits(*host.bias_ulp));
+  CHECK(dev.signs == host.signs);  // the bias rule's sign counts
 }
 
 struct Rng {

@@ -172,3 +172,41 @@ TEST_CASE("null candidates: bias_ulp is the mean signed ulp distance, exactly", 
   CHECK(*ws1::judge_accuracy("y", f32({2}, {big, -big}), f32({2}, {-big, big}), f).bias_ulp == 0.0);
   CHECK(*ws1::judge_accuracy("y", f32({1}, {big}), f32({1}, {-big}), f).bias_ulp == 2147483648.0);
 }
+
+TEST_CASE("sign counts: which way each finite pair's error leans (v3's bias rule)", "[judge][bias]") {
+  const ws1::Tolerance tol = reduction_bf16();
+  const std::size_t n = 5000;  // alternating signs: 2500 positive, 2500 negative references
+  const std::vector<float> r = spread(n, 0.25f, 64.0f);
+  const ws1::Shape shape{5, 1000};
+  const auto signs = [&](const std::vector<float>& c, const std::vector<float>& ref) {
+    return ws1::judge_accuracy("y", bf16(shape, c), f32(shape, ref), tol).signs;
+  };
+  const ws1::SignCounts exact = signs(shifted(r, 0), r);
+  CHECK(exact.finite == 5000);
+  CHECK(exact.above + exact.below + exact.away + exact.toward == 0);
+  CHECK(exact.positive == 2500);
+  CHECK(exact.negative == 2500);
+  // One step up: above everywhere; farther from zero where q > 0, nearer where q < 0.
+  const ws1::SignCounts up = signs(shifted(r, 1), r);
+  CHECK(up.above == 5000);
+  CHECK(up.below == 0);
+  CHECK(up.away == 2500);
+  CHECK(up.toward == 2500);
+  // One step toward zero everywhere (round-toward-zero's lean): nearer zero, above or below by sign.
+  std::vector<float> shrunk(n);
+  const std::vector<float> lo = shifted(r, -1), hi = shifted(r, 1);
+  for (std::size_t i = 0; i < n; ++i) shrunk[i] = r[i] > 0 ? lo[i] : hi[i];
+  const ws1::SignCounts tz = signs(shrunk, r);
+  CHECK(tz.toward == 5000);
+  CHECK(tz.away == 0);
+  CHECK(tz.above == 2500);
+  CHECK(tz.below == 2500);
+  // NaN and infinite pairs are not finite pairs.
+  std::vector<float> rn = r, cn = shifted(r, 1);
+  rn[7] = std::numeric_limits<float>::quiet_NaN();
+  cn[9] = std::numeric_limits<float>::infinity();
+  rn[9] = std::numeric_limits<float>::infinity();
+  const ws1::SignCounts nf = signs(cn, rn);
+  CHECK(nf.finite == 4998);
+  CHECK(nf.above == 4998);
+}

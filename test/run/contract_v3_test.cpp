@@ -4,9 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 
 #include "run_test_support.hpp"
+#include "ws1/judge.hpp"
 #include "ws1/numeric.hpp"
+#include "ws1/ref.hpp"
 
 using namespace ws1;
 using test::gradient_cell;
@@ -207,4 +211,114 @@ TEST_CASE("v3 relative criterion: the naive engine's error is computed once per 
   REQUIRE(third.ok());
   CHECK(has_naive_stage(*third));
   CHECK(relatives(*third) == relatives(*first));
+}
+
+namespace {
+
+// A float rounded to bf16 three ways: to nearest even (the faithful twin), toward zero (what
+// truncating the low half does), toward +infinity.
+enum class Rounding { kNearest, kTowardZero, kUpward };
+std::uint16_t round_to_bf16(float f, Rounding mode) {
+  const auto b = std::bit_cast<std::uint32_t>(f);
+  const auto high = static_cast<std::uint16_t>(b >> 16);
+  switch (mode) {
+    case Rounding::kNearest:
+      return to_bf16(f).bits;
+    case Rounding::kTowardZero:
+      return high;
+    case Rounding::kUpward:
+      return (b & 0xffffu) != 0 && f > 0 ? static_cast<std::uint16_t>(high + 1) : high;
+  }
+  return high;
+}
+
+// rms_norm's forward as the FP32 reference rounded to bf16 by `mode`: every element within one
+// bf16 step of the reference, so within v2's row whatever the mode.
+test::PlantedBackend rounded_reference(Rounding mode) {
+  return test::PlantedBackend("rms_norm", [mode](const Tensors& in, const OpContext& ctx) -> Result<Tensors> {
+    auto out = ref::forward("rms_norm", in, ctx);
+    if (!out) return out;
+    for (NamedTensor& t : *out) {
+      Tensor b(DType::kBF16, t.tensor.shape());
+      for (std::int64_t i = 0; i < b.numel(); ++i) b.data<std::uint16_t>()[i] = round_to_bf16(t.tensor.data<float>()[i], mode);
+      t.tensor = std::move(b);
+    }
+    return out;
+  });
+}
+
+Cell forward_cell(const test::Workload& w, Backend& backend, const std::string& op, const std::string& fixture) {
+  RunContext run = w.run_context();
+  FixtureGenerator gen;
+  auto cell = run_accuracy_cell(run, gen, backend, *find_op_impl(op), Judgment::kForwardAccuracy, w.spec(fixture));
+  REQUIRE(cell.ok());
+  return std::move(cell).value();
+}
+
+}  // namespace
+
+TEST_CASE("planted defect: a forward rounded toward zero, or upward, is green under v2 and red under v3's bias "
+          "rule; rounded to nearest it is green", "[run][contract_v3][bias][planted]") {
+  const std::string fixture = "rms_norm/primary/normal";
+  auto nearest = rounded_reference(Rounding::kNearest);
+  const Cell twin = forward_cell(v3(), nearest, "rms_norm", fixture);
+  CHECK(twin.verdict == Verdict::kGreen);
+  const AccuracyTensor& y = tensor_of(twin, "y");
+  REQUIRE(y.bias);
+  CHECK(y.bias->passed);
+  CHECK(y.bias->counts.above + y.bias->counts.below == 0);  // correctly rounded: no sign at all
+  CHECK(y.bias->counts.finite == y.numel);
+  CHECK(y.bias->max_mean == v3().contract.rules->bias->max_mean_by_dtype.at(ContractDType::kBFloat16));
+
+  for (const Rounding mode : {Rounding::kTowardZero, Rounding::kUpward}) {
+    INFO((mode == Rounding::kTowardZero ? "toward zero" : "upward"));
+    auto planted = rounded_reference(mode);
+    const Cell old = forward_cell(v2(), planted, "rms_norm", fixture);
+    CHECK(old.verdict == Verdict::kGreen);  // every element within one step: v2 cannot see it
+    CHECK_FALSE(tensor_of(old, "y").bias);  // and v2 records carry no bias
+    const Cell red = forward_cell(v3(), planted, "rms_norm", fixture);
+    CHECK(red.verdict == Verdict::kRed);
+    CHECK_THAT(red.reason, Catch::Contains("the errors lean one way"));
+    const AccuracyTensor& t = tensor_of(red, "y");
+    REQUIRE(t.bias);
+    CHECK_FALSE(t.bias->passed);
+    CHECK(t.violations == 0);  // red by the rule alone
+    if (mode == Rounding::kTowardZero) {
+      CHECK(t.bias->counts.away == 0);
+      CHECK(t.bias->growth < -t.bias->growth_bound);  // nearer zero everywhere it differs
+      CHECK(std::fabs(t.bias->drift) <= t.bias->drift_bound);  // but no lean up or down: the signs of y mix
+    } else {
+      CHECK(t.bias->counts.below == 0);
+      CHECK(t.bias->drift > t.bias->drift_bound);
+    }
+  }
+}
+
+TEST_CASE("v3 bias rule: the sign test and the mean bound", "[judge][contract_v3][bias]") {
+  SignCounts s;
+  s.finite = 10000;
+  // 60 of 10000 above, none below: beyond chance (60 > 6 x sqrt(60) = 46), but a mean of 0.006,
+  // within 0.1: a lean too small to matter, green.
+  s.above = 60;
+  CHECK(judge_bias(s, 0.1, 6).passed);
+  CHECK(judge_bias(s, 0.1, 6).drift == 0.006);
+  // 2000 above, none below: mean 0.2 over 0.1, and 2000 > 6 x sqrt(2000): red.
+  s.above = 2000;
+  BiasCheck b = judge_bias(s, 0.1, 6);
+  CHECK_FALSE(b.passed);
+  CHECK(b.drift_bound == 0.1);
+  // The same lean on 40 pairs: mean 0.2 over 0.1, but 8 above 0 below is within 6 x sqrt(8) = 17:
+  // too few to tell from chance, green.
+  s = SignCounts{};
+  s.finite = 40;
+  s.above = 8;
+  b = judge_bias(s, 0.1, 6);
+  CHECK(b.passed);
+  CHECK(b.drift_bound == 6 * std::sqrt(8.0) / 40);
+  // Balanced signs pass whatever their number; no finite pair passes.
+  s = SignCounts{};
+  s.finite = 1000;
+  s.away = s.toward = 500;
+  CHECK(judge_bias(s, 0.1, 6).passed);
+  CHECK(judge_bias(SignCounts{}, 0.1, 6).passed);
 }

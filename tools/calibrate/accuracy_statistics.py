@@ -28,6 +28,12 @@ reads ws1-c1-v3 evidence (tensors with a `relative` record) and prints, per back
 judgment, the distribution of ratio = max |c - r| / max |naive - r| (the naive bf16 engine's
 error; tensors whose naive error is 0 are counted apart): count, max, P99, P90, median, and the
 largest (error - floor) / naive error, the factor each tensor would need without the floor.
+
+  accuracy_statistics.py --bias FILE_OR_DIR...
+reads ws1-c1-v3 evidence (tensors with a `bias` record) and prints, per backend and sign (drift:
+c against q; growth: |c| against |q|), the number of tensors, the largest |mean| with its cell and
+its z = sum / sqrt(pairs with the sign nonzero), the largest |mean| among tensors whose |z| > 6
+(a lean beyond chance), and the tensors the rule failed.
 """
 import json
 import math
@@ -180,7 +186,38 @@ def evidence_relative(paths):
     return 0
 
 
+def evidence_bias(paths):
+    seen = {}
+    for f, e in evidence_files(paths):
+        for c in e.get("cells", []):
+            for t in c.get("tensors", []):
+                b = t.get("bias")
+                if b is not None:
+                    seen[(c["backend"]["actual"], c["fixture"]["hash"], c["id"], t["name"])] = b
+    groups = {}
+    for (backend, _, cell, tensor), b in seen.items():
+        for sign, plus, minus in (("drift", "above", "below"), ("growth", "away", "toward")):
+            nonzero = b[plus] + b[minus]
+            z = (b[plus] - b[minus]) / math.sqrt(nonzero) if nonzero else 0.0
+            groups.setdefault((backend, sign), []).append((abs(b[sign]), b[sign], z, cell, tensor, b["passed"]))
+    for (backend, sign), rows in sorted(groups.items()):
+        rows.sort(reverse=True)
+        _, mean, z, cell, tensor, _ = rows[0]
+        beyond = [r for r in rows if abs(r[2]) > 6]
+        failed = sorted({(r[3], r[4]) for r in rows if not r[5]})
+        line = f"{backend} {sign}: {len(rows)} tensors; largest |mean| {mean:+.4f} (z {z:+.1f}, {cell} {tensor})"
+        if beyond:
+            b0 = beyond[0]
+            line += f"; beyond z = 6: {len(beyond)}, the largest |mean| {b0[1]:+.4f} (z {b0[2]:+.1f}, {b0[3]} {b0[4]})"
+        else:
+            line += "; none beyond z = 6"
+        print(line + (f"; failed: {failed}" if failed else ""))
+    return 0
+
+
 def main(argv):
+    if len(argv) >= 2 and argv[1] == "--bias":
+        return evidence_bias(argv[2:])
     if len(argv) >= 2 and argv[1] == "--relative":
         return evidence_relative(argv[2:])
     if len(argv) >= 2 and argv[1] == "--evidence":

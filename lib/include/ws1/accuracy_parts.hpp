@@ -84,7 +84,20 @@ struct AccuracyTotals {
   // ulp distances (each clamped to +-kSignedUlpClamp), and the largest |reference| without NaN.
   std::int64_t signed_ulp_sum = 0;
   float reference_max_abs = 0;
+  SignCounts signs;  // the finite pairs' signs (ws1/evidence.hpp)
 };
+
+// Adds one finite pair to `s`: c the candidate, q the reference rounded to the candidate's dtype.
+inline void count_signs(SignCounts& s, float c, float q) {
+  ++s.finite;
+  s.above += c > q ? 1 : 0;
+  s.below += c < q ? 1 : 0;
+  const float ac = c < 0 ? -c : c, aq = q < 0 ? -q : q;
+  s.away += ac > aq ? 1 : 0;
+  s.toward += ac < aq ? 1 : 0;
+  s.positive += q > 0 ? 1 : 0;
+  s.negative += q < 0 ? 1 : 0;
+}
 
 // Each pair's signed ulp distance is clamped to this before the sum (only an f32 candidate can
 // reach it), so the exact int64 sum cannot overflow below 2^32 elements.

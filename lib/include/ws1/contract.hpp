@@ -282,9 +282,24 @@ struct RelativeToNaiveRule {
   RuleProvenance provenance;
 };
 
+// Spec §7.1's bias (DESIGN §10): a candidate whose errors lean one way — consistently above the
+// reference, or consistently nearer zero, as round-toward-zero — fails even where every element
+// is within its row. For an accuracy tensor whose candidate dtype has an entry, over its n finite
+// pairs, with q the reference rounded to that dtype and s = sign(c - q), then s = sign(|c| - |q|):
+//   |sum(s)| <= max(max_mean * n, z * sqrt(count(s != 0)))
+// The mean of the signs is each pair's signed ulp error clamped to one step: near-zero elements,
+// whose errors are many ulps of their own magnitude, weigh no more than others. The z term is a
+// sign test: a tensor too small to tell a lean from chance is not failed by it.
+struct BiasRule {
+  std::map<ContractDType, double> max_mean_by_dtype;
+  double z = 0;
+  RuleProvenance provenance;
+};
+
 struct JudgmentRules {
   std::optional<ScaleFreeGradientRule> gradient_scale_free;
   std::optional<RelativeToNaiveRule> relative_to_naive;
+  std::optional<BiasRule> bias;
 };
 
 // ---- The contract -------------------------------------------------------------------------------

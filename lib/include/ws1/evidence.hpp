@@ -132,6 +132,29 @@ struct RelativeCheck {
   bool passed = false;
 };
 
+// The signs of a tensor's errors, over its finite pairs (ws1-c1-v3's bias rule): q is the
+// reference rounded to the candidate's dtype (nearest even), the value a correctly rounded
+// candidate holds. above / below: c > q / c < q; away / toward: |c| > |q| / |c| < |q| (farther
+// from zero, nearer to it); positive / negative: q > 0 / q < 0 (what an all-zero candidate's
+// counts would be).
+struct SignCounts {
+  std::int64_t finite = 0, above = 0, below = 0, away = 0, toward = 0, positive = 0, negative = 0;
+  friend bool operator==(const SignCounts&, const SignCounts&) = default;
+};
+
+// ws1-c1-v3's bias rule (judgment_rules.bias) on one tensor. With each pair's signed error
+// clamped to one step, s = sign(c - q) (drift) and s = sign(|c| - |q|) (growth: negative where
+// the candidate shrinks values, as round-toward-zero does), the mean over the finite pairs is
+// within max_mean, or the sum within z standard deviations of a fair coin over the pairs where
+// s != 0:  |sum s| <= max(max_mean * finite, z * sqrt(count(s != 0))).
+struct BiasCheck {
+  SignCounts counts;
+  double drift = 0, growth = 0;  // (above - below) / finite, (away - toward) / finite
+  double max_mean = 0, z = 0;
+  double drift_bound = 0, growth_bound = 0;  // the right-hand side above, divided by finite
+  bool passed = false;
+};
+
 struct AccuracyTensor {
   std::string name;
   Dims shape;
@@ -168,6 +191,12 @@ struct AccuracyTensor {
   // Set where ws1-c1-v3's relative criterion judged the tensor (absent under ws1-c1-v2); a
   // failed check fails the tensor.
   std::optional<RelativeCheck> relative;
+  // The signs of the errors, counted by every judge (not written on their own: an artifact
+  // carries them in `bias`, where the bias rule judged the tensor).
+  SignCounts signs;
+  // Set where ws1-c1-v3's bias rule judged the tensor (absent under ws1-c1-v2); a failed check
+  // fails the tensor.
+  std::optional<BiasCheck> bias;
 };
 
 struct BitMismatch {

@@ -81,6 +81,11 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
 // An incomparable pair (see above) is a programming error here (std::logic_error).
 double max_abs_error(const Tensor& candidate, const Tensor& reference);
 
+// ws1-c1-v3's bias rule (ws1/contract.hpp BiasRule) on a tensor's sign counts: drift and growth
+// (the means of the two signs), their bounds max(max_mean, z * sqrt(count(s != 0)) / n), and
+// whether both means are within them. No finite pair: nothing leans, passed.
+BiasCheck judge_bias(const SignCounts& counts, double max_mean, double z);
+
 // The same on the path that has a contract: check_reference_dtype() first, so a reference of
 // the wrong dtype is an error (exit 2), not a red tensor. No option skips the check.
 Result<AccuracyTensor> judge_accuracy(const Contract& contract, std::string_view op,
