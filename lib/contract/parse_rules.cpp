@@ -1,6 +1,8 @@
 // `judgment_rules` (ws1-c1-v3): the rules that change how an accuracy tensor is judged beyond
 // the table rows. Strict everywhere: an unknown key here could change a verdict.
 #include <array>
+#include <map>
+#include <string>
 
 #include "parse.hpp"
 
@@ -35,21 +37,27 @@ void check_definition(const Node& n, std::string_view implemented) {
            std::string(implemented) + "\"");
 }
 
+// A rule's numbers per dtype: at least one, each in [0, 1); `why` says what 1 or more would mean.
+std::map<ContractDType, double> below_one_by_dtype(const Node& by_dtype, std::string_view why) {
+  std::map<ContractDType, double> out;
+  for (const auto& [name, value] : by_dtype.fields()) {
+    const auto t = contract_dtype_from_name(name);
+    if (!t) value.fail("unknown dtype (known: float32, bfloat16, float16, float8)");
+    const double v = value.nonnegative();
+    if (!(v < 1.0)) value.fail("must be < 1 (" + std::string(why) + "), got " + format_number(v));
+    out[*t] = v;
+  }
+  if (out.empty()) by_dtype.fail("must give at least one dtype");
+  return out;
+}
+
 ScaleFreeGradientRule parse_scale_free(const Node& n) {
   n.allow_only({"definition", "atol_rel_by_dtype", "provenance", "rationale"});
   ScaleFreeGradientRule r;
   check_definition(n.at("definition"), kScaleFreeDefinition);
   if (auto v = n.find("rationale")) (void)v->nonempty_string();
-  const Node by_dtype = n.at("atol_rel_by_dtype");
-  for (const auto& [name, value] : by_dtype.fields()) {
-    const auto t = contract_dtype_from_name(name);
-    if (!t) value.fail("unknown dtype (known: float32, bfloat16, float16, float8)");
-    const double a = value.nonnegative();
-    // atol_rel >= 1 would pass an all-zero candidate at the peak: a rule that cannot fail.
-    if (!(a < 1.0)) value.fail("must be < 1 (an all-zero candidate would pass), got " + format_number(a));
-    r.atol_rel_by_dtype[*t] = a;
-  }
-  if (r.atol_rel_by_dtype.empty()) by_dtype.fail("must give at least one dtype");
+  // atol_rel >= 1 would pass an all-zero candidate at the peak: a rule that cannot fail.
+  r.atol_rel_by_dtype = below_one_by_dtype(n.at("atol_rel_by_dtype"), "an all-zero candidate would pass");
   r.provenance = parse_provenance(n.at("provenance"));
   return r;
 }
@@ -82,16 +90,8 @@ BiasRule parse_bias(const Node& n) {
   BiasRule r;
   check_definition(n.at("definition"), kBiasDefinition);
   if (auto v = n.find("rationale")) (void)v->nonempty_string();
-  const Node by_dtype = n.at("max_mean_by_dtype");
-  for (const auto& [name, value] : by_dtype.fields()) {
-    const auto t = contract_dtype_from_name(name);
-    if (!t) value.fail("unknown dtype (known: float32, bfloat16, float16, float8)");
-    const double m = value.nonnegative();
-    // A mean of signs lies in [-1, 1]: a bound of 1 or more cannot fail.
-    if (!(m < 1.0)) value.fail("must be < 1 (a mean of signs never exceeds 1), got " + format_number(m));
-    r.max_mean_by_dtype[*t] = m;
-  }
-  if (r.max_mean_by_dtype.empty()) by_dtype.fail("must give at least one dtype");
+  // A mean of signs lies in [-1, 1]: a bound of 1 or more cannot fail.
+  r.max_mean_by_dtype = below_one_by_dtype(n.at("max_mean_by_dtype"), "a mean of signs never exceeds 1");
   const Node z = n.at("z");
   r.z = z.nonnegative();
   if (!(r.z >= 1.0)) z.fail("must be >= 1 (a sign test below one standard deviation fails fair candidates), got " + format_number(r.z));

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "ws1/accuracy_parts.hpp"
@@ -49,17 +50,21 @@ Error against_source(Error e, const CellInputs& in, const Op& op) {
   return bad_input(in.source_file, e.where, fmt::format("{}: {}", op.name(), e.problem));
 }
 
+// A rule's number for the candidate's dtype, or nothing where the rule does not list it.
+std::optional<double> for_dtype(const std::map<ContractDType, double>& by_dtype, DType candidate) {
+  const auto t = contract_dtype(candidate);
+  if (!t) return std::nullopt;
+  const auto it = by_dtype.find(*t);
+  if (it == by_dtype.end()) return std::nullopt;
+  return it->second;
+}
+
 // ws1-c1-v3's scale-free gradient rule (judgment_rules.gradient_scale_free): for a gradient
 // tensor of a dtype the rule lists, atol_rel times the tensor's peak |reference|, else nothing.
 std::optional<double> scale_free_atol_rel(const Contract& contract, Judgment judgment, DType candidate) {
   if (judgment != Judgment::kGradientAccuracy || !contract.rules || !contract.rules->gradient_scale_free)
     return std::nullopt;
-  const auto t = contract_dtype(candidate);
-  if (!t) return std::nullopt;
-  const auto& by_dtype = contract.rules->gradient_scale_free->atol_rel_by_dtype;
-  const auto it = by_dtype.find(*t);
-  if (it == by_dtype.end()) return std::nullopt;
-  return it->second;
+  return for_dtype(contract.rules->gradient_scale_free->atol_rel_by_dtype, candidate);
 }
 
 // The BF16 step at |x| (x finite, >= 0): the spacing of bf16 values in x's binade.
@@ -84,12 +89,7 @@ std::optional<double> relative_factor(const Contract& contract, Judgment judgmen
 // or nothing where the rule does not list it.
 std::optional<double> bias_max_mean(const Contract& contract, DType candidate) {
   if (!contract.rules || !contract.rules->bias) return std::nullopt;
-  const auto t = contract_dtype(candidate);
-  if (!t) return std::nullopt;
-  const auto& by_dtype = contract.rules->bias->max_mean_by_dtype;
-  const auto it = by_dtype.find(*t);
-  if (it == by_dtype.end()) return std::nullopt;
-  return it->second;
+  return for_dtype(contract.rules->bias->max_mean_by_dtype, candidate);
 }
 
 // The sign counts of an all-zero candidate against the same reference: 0 lies below each

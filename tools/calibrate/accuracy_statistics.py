@@ -157,16 +157,20 @@ def evidence_rel_peaks(paths, judgment):
     return 0
 
 
-def evidence_relative(paths):
+def tensor_records(paths, key):
+    """(cell, tensor) of every accuracy tensor with a `key` record, the same cell seen in several
+    artifacts once, keyed by (backend, judgment, fixture hash, cell id, tensor)."""
     seen = {}
-    for f, e in evidence_files(paths):
+    for _, e in evidence_files(paths):
         for c in e.get("cells", []):
             for t in c.get("tensors", []):
-                rel = t.get("relative")
-                if rel is None:
-                    continue
-                key = (c["backend"]["actual"], c["judgment"], c["fixture"]["hash"], c["id"], t["name"])
-                seen[key] = (t["abs_error"]["max"], rel)
+                if t.get(key) is not None:
+                    seen[(c["backend"]["actual"], c["judgment"], c["fixture"]["hash"], c["id"], t["name"])] = (c, t)
+    return seen
+
+
+def evidence_relative(paths):
+    seen = {k: (t["abs_error"]["max"], t["relative"]) for k, (_, t) in tensor_records(paths, "relative").items()}
     groups = {}
     for (backend, judgment, _, cell, tensor), (err, rel) in seen.items():
         groups.setdefault((backend, judgment), []).append((err, rel, cell, tensor))
@@ -187,15 +191,9 @@ def evidence_relative(paths):
 
 
 def evidence_bias(paths):
-    seen = {}
-    for f, e in evidence_files(paths):
-        for c in e.get("cells", []):
-            for t in c.get("tensors", []):
-                b = t.get("bias")
-                if b is not None:
-                    seen[(c["backend"]["actual"], c["fixture"]["hash"], c["id"], t["name"])] = b
     groups = {}
-    for (backend, _, cell, tensor), b in seen.items():
+    for (backend, _, _, cell, tensor), (_, t) in tensor_records(paths, "bias").items():
+        b = t["bias"]
         for sign, plus, minus in (("drift", "above", "below"), ("growth", "away", "toward")):
             nonzero = b[plus] + b[minus]
             z = (b[plus] - b[minus]) / math.sqrt(nonzero) if nonzero else 0.0
