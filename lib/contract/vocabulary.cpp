@@ -1,7 +1,11 @@
 // The contract's closed vocabularies: enum <-> spelling, and the spec §2.3 op partition.
 #include <array>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "ws1/contract.hpp"
+#include "ws1/op_catalogue.hpp"
 
 namespace ws1 {
 namespace {
@@ -84,23 +88,6 @@ constexpr auto kOpClassValues = values_of(kOpClasses);
 constexpr auto kDTypeValues = values_of(kDTypes);
 constexpr auto kMetricValues = values_of(kMetrics);
 
-// spec §2.3, in the spec's row order.
-constexpr std::array<OpClassEntry, 13> kSpecOpClasses{{
-    {"embedding", OpClass::kElementwise},
-    {"rope", OpClass::kElementwise},
-    {"silu", OpClass::kElementwise},
-    {"swiglu", OpClass::kElementwise},
-    {"pack", OpClass::kElementwise},
-    {"rms_norm", OpClass::kReduction},
-    {"qk_norm", OpClass::kReduction},
-    {"lm_head", OpClass::kReduction},
-    {"det_gemm", OpClass::kReduction},
-    {"attention", OpClass::kAttention},
-    {"logp", OpClass::kLogprob},
-    {"linear_logp", OpClass::kLogprob},
-    {"batch_invariant_logp", OpClass::kLogprob},
-}};
-
 constexpr std::array<std::string_view, 5> kRequiredTopLevel{
     "version", "policy", "comparison_roles", "judgments", "chain_logprob_aggregates"};
 constexpr std::array<std::string_view, 2> kVersions{"ws1-c1-v2", "ws1-c1-v3"};
@@ -179,10 +166,22 @@ std::optional<DType> to_dtype(ContractDType t) {
   return std::nullopt;
 }
 
-std::span<const OpClassEntry> spec_op_classes() { return kSpecOpClasses; }
+// Spec §2.3's classes: the op catalogue's (ws1/op_catalogue.hpp), the one list of the ops.
+std::span<const OpClassEntry> spec_op_classes() {
+  static const std::vector<OpClassEntry> entries = [] {
+    std::vector<OpClassEntry> v;
+    for (const OpInfo& op : op_catalogue()) {
+      const auto cls = op_class_from_name(op.op_class);
+      if (!cls) throw std::logic_error("op catalogue: " + std::string(op.name) + " has no spec class");
+      v.push_back({op.name, *cls});
+    }
+    return v;
+  }();
+  return entries;
+}
 
 std::optional<OpClass> spec_op_class(std::string_view op) {
-  for (const auto& e : kSpecOpClasses)
+  for (const auto& e : spec_op_classes())
     if (e.op == op) return e.op_class;
   return std::nullopt;
 }

@@ -79,7 +79,8 @@ bool is_invariance(Judgment j);
 std::optional<ContractDType> contract_dtype(DType t);  // BF16, F16, F32; others: nullopt
 std::optional<DType> to_dtype(ContractDType t);        // float8: nullopt
 
-// The op -> class partition of spec §2.3 (13 ops). For callers that need the spec's table;
+// The op -> class partition of spec §2.3, as the op catalogue (ws1/op_catalogue.hpp, the one list
+// of the ops) gives it, in catalogue order. For callers that need the spec's table;
 // Contract::op_class() answers only from the contract's own declarations.
 struct OpClassEntry {
   std::string_view op;
