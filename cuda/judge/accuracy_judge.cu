@@ -532,14 +532,7 @@ std::optional<ws1::AccuracyTensor> judge(const std::string& name, const ws1::Ten
     }
     totals.violations += l.violations;
     totals.signed_ulp_sum += l.sulp_sum;
-    ws1::SignCounts& g = totals.signs;
-    g.finite += l.signs[0];
-    g.above += l.signs[1];
-    g.below += l.signs[2];
-    g.away += l.signs[3];
-    g.toward += l.signs[4];
-    g.positive += l.signs[5];
-    g.negative += l.signs[6];
+    totals.signs += ws1::SignCounts{l.signs[0], l.signs[1], l.signs[2], l.signs[3], l.signs[4], l.signs[5], l.signs[6]};
     totals.reference_max_abs = std::fmax(totals.reference_max_abs, l.ref_max);
     const bool v = l.worst_violates != 0;
     if (l.worst_flat >= 0 &&

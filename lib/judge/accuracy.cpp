@@ -104,13 +104,7 @@ struct Partial {
     rel_max = std::max(rel_max, p.rel_max);
     ulp_max = std::max(ulp_max, p.ulp_max);
     signed_ulp_sum += p.signed_ulp_sum;
-    signs.finite += p.signs.finite;
-    signs.above += p.signs.above;
-    signs.below += p.signs.below;
-    signs.away += p.signs.away;
-    signs.toward += p.signs.toward;
-    signs.positive += p.signs.positive;
-    signs.negative += p.signs.negative;
+    signs += p.signs;
     reference_max_abs = std::fmax(reference_max_abs, p.reference_max_abs);
     if (p.worst_flat >= 0 && outranks(p.worst.margin, p.worst.violates)) {
       worst_flat = p.worst_flat;

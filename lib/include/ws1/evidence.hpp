@@ -140,6 +140,16 @@ struct RelativeCheck {
 struct SignCounts {
   std::int64_t finite = 0, above = 0, below = 0, away = 0, toward = 0, positive = 0, negative = 0;
   friend bool operator==(const SignCounts&, const SignCounts&) = default;
+  SignCounts& operator+=(const SignCounts& o) {
+    finite += o.finite;
+    above += o.above;
+    below += o.below;
+    away += o.away;
+    toward += o.toward;
+    positive += o.positive;
+    negative += o.negative;
+    return *this;
+  }
 };
 
 // ws1-c1-v3's bias rule (judgment_rules.bias) on one tensor. With each pair's signed error
