@@ -126,7 +126,7 @@ struct Ranks {
     rel.plan();
     ulp.plan();
   }
-  void take_kept(Ranks& o) {
+  void take_kept(const Ranks& o) {
     abs.take_kept(o.abs);
     rel.take_kept(o.rel);
     ulp.take_kept(o.ulp);
@@ -609,7 +609,7 @@ AccuracyTensor judge_accuracy(std::string name, const Tensor& candidate, const T
         pass2_chunk<decltype(dt)::value>(keep[w], cbase, rbase, begin, end);
       });
     });
-    for (Ranks& rk : keep) merged.take_kept(rk);
+    for (const Ranks& rk : keep) merged.take_kept(rk);
     const judge_detail::Percentiles a = merged.abs.result(), r = merged.rel.result(),
                                     u = merged.ulp.result();
     totals.abs_p99 = a.p99;

@@ -14,14 +14,15 @@ void RankSelector::add_counts(const RankSelector& o) {
   zeros_ += o.zeros_;
 }
 
+// Both ranks in one bucket: target 0's counts serve both.
 void RankSelector::keep_in_bucket(float v, std::uint32_t b) {
-  if (b == target_[0].bucket) target_[0].kept.push_back(v);
-  if (b == target_[1].bucket && target_[1].bucket != target_[0].bucket) target_[1].kept.push_back(v);
+  Target& t = b == target_[0].bucket ? target_[0] : target_[1];
+  ++t.low[std::bit_cast<std::uint32_t>(v) & 0xffffu];
 }
 
-void RankSelector::take_kept(RankSelector& o) {
+void RankSelector::take_kept(const RankSelector& o) {
   for (std::size_t i = 0; i < target_.size(); ++i)
-    target_[i].kept.insert(target_[i].kept.end(), o.target_[i].kept.begin(), o.target_[i].kept.end());
+    for (std::size_t j = 0; j < target_[i].low.size(); ++j) target_[i].low[j] += o.target_[i].low[j];
 }
 
 void RankSelector::plan() {
@@ -41,20 +42,26 @@ void RankSelector::plan() {
     t.bucket = b;
     t.before = before;
   }
+  target_[0].low.assign(kBuckets, 0);
+  target_[1].low.assign(target_[1].bucket == target_[0].bucket ? 0 : kBuckets, 0);
 }
 
 Percentiles RankSelector::result() {
   std::array<float, 2> out{};
   for (std::size_t i = 0; i < 2; ++i) {
-    Target& t = target_[i];
-    std::vector<float>& kept = t.bucket == target_[0].bucket ? target_[0].kept : t.kept;
+    const Target& t = target_[i];
+    const std::vector<std::int64_t>& low = t.bucket == target_[0].bucket ? target_[0].low : t.low;
     std::int64_t q = t.rank - t.before;  // rank inside the bucket
     if (t.bucket == 0) {
       if (q < zeros_) continue;  // a counted zero: 0
       q -= zeros_;
     }
-    std::nth_element(kept.begin(), kept.begin() + q, kept.end());
-    out[i] = kept[static_cast<std::size_t>(q)];
+    std::uint32_t l = 0;
+    for (; l + 1 < kBuckets; ++l) {
+      if (q < low[l]) break;
+      q -= low[l];
+    }
+    out[i] = std::bit_cast<float>(t.bucket << 16 | l);
   }
   return {out[0], out[1]};
 }

@@ -16,16 +16,18 @@ struct Percentiles {
 
 // P99 and P99.9, exactly, over a stream of non-negative floats read twice, without keeping it: the
 // judged tensors reach V x H (6e8 elements). Pass 1 counts the values per bucket of their top
-// 16 bits (a non-negative float's bits order like its value); pass 2 keeps only the values of
-// the buckets that hold the two ranks, which are then selected exactly. Elements whose
-// candidate equals the reference bit for bit are counted as zeros, not streamed.
+// 16 bits (a non-negative float's bits order like its value); pass 2 counts the values of the
+// buckets that hold the two ranks by their low 16 bits, which picks each rank's value exactly
+// in O(1) memory (keeping those values instead held gigabytes where errors repeat, as ulp
+// errors do: one bucket is every element 1 ulp off). Elements whose candidate equals the
+// reference bit for bit are counted as zeros, not streamed.
 class RankSelector {
  public:
   RankSelector();
   void count(float v) { ++hist_[bucket(v)]; }  // pass 1
   void count_zeros(std::int64_t n) { zeros_ += n; }
   void add_counts(const RankSelector& o);       // another worker's pass 1
-  void take_kept(RankSelector& o);               // another worker's pass 2 (planned as this)
+  void take_kept(const RankSelector& o);         // another worker's pass 2 (planned as this)
   void plan();                                  // between the passes
   void keep(float v) {                          // pass 2: the values of pass 1 again
     // Inline test, out-of-line store: nearly every value lies outside both buckets.
@@ -42,7 +44,7 @@ class RankSelector {
     std::int64_t rank = 0;          // 0-based among all values (zeros included)
     std::uint32_t bucket = 0;
     std::int64_t before = 0;        // values in lower buckets (zeros included)
-    std::vector<float> kept;
+    std::vector<std::int64_t> low;  // pass 2: the bucket's values by their low 16 bits
   };
   std::vector<std::int64_t> hist_;
   std::int64_t zeros_ = 0;

@@ -61,3 +61,23 @@ TEST_CASE("rank selector: only counted zeros, and both ranks in one bucket", "[j
   CHECK(p.p99 == 1.0f + 989 * 0x1p-20f);
   CHECK(p.p999 == 1.0f + 998 * 0x1p-20f);
 }
+
+TEST_CASE("rank selector: repeated values (ulp errors) and subnormals beside counted zeros", "[judge]") {
+  // Most elements 1 ulp off, a few 2 or 3: both ranks sit in the buckets of repeated values.
+  std::vector<float> v(100000, 1.0f);
+  for (int i = 0; i < 900; ++i) v[static_cast<std::size_t>(i * 97)] = 2.0f;
+  for (int i = 0; i < 60; ++i) v[static_cast<std::size_t>(i * 1013 + 5)] = 3.0f;
+  std::vector<float> all = v;
+  std::sort(all.begin(), all.end());
+  const auto p = select(v, 0);
+  CHECK(p.p99 == all[static_cast<std::size_t>(nearest_rank_index(100000, 99, 100))]);
+  CHECK(p.p999 == all[static_cast<std::size_t>(nearest_rank_index(100000, 999, 1000))]);
+  // Subnormals share bucket 0 with the counted zeros, which rank below them.
+  std::vector<float> s;
+  for (int i = 1; i <= 300; ++i) s.push_back(static_cast<float>(i) * 0x1p-149f);
+  const auto q = select(s, 700);
+  std::vector<float> sorted = s;
+  sorted.insert(sorted.begin(), 700, 0.0f);
+  CHECK(q.p99 == sorted[static_cast<std::size_t>(nearest_rank_index(1000, 99, 100))]);
+  CHECK(q.p999 == sorted[static_cast<std::size_t>(nearest_rank_index(1000, 999, 1000))]);
+}
