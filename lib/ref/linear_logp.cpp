@@ -31,14 +31,16 @@ Tensors linear_logp_forward(const Call& call) {
 }
 
 Tensors linear_logp_backward(const Call& call) {
-  const LinearLogpInputs p = read_linear_logp_inputs(call, true);
+  LinearLogpInputs p = read_linear_logp_inputs(call, true);
   const unsigned threads = call.ctx().threads;
   std::vector<float> g = logits(p, threads);
   selected_logp_gradient_rows(g, p.rows, p.vocab, p.targets, {}, p.dy, threads);
   // dhidden[T, H] = G[T, V] @ weight[V, H].
   std::vector<float> dh(static_cast<std::size_t>(p.rows * p.width));
   matmul(g.data(), p.weight.data(), dh.data(), p.rows, p.vocab, p.width, false, threads);
-  // dweight[V, H] = G^T[V, T] @ hidden[T, H]; G itself is dropped once transposed.
+  // dweight[V, H] = G^T[V, T] @ hidden[T, H]. The weight and G, once transposed, are freed before
+  // dweight's V x H floats are allocated.
+  std::vector<float>().swap(p.weight);
   const std::vector<float> gt = transposed(g, p.rows, p.vocab);
   std::vector<float>().swap(g);
   std::vector<float> dw(static_cast<std::size_t>(p.vocab * p.width));

@@ -20,7 +20,9 @@ Tensors lm_head_backward(const Call& call) {
   // dhidden[T, H] = dy[T, V] @ weight[V, H].
   std::vector<float> dh(static_cast<std::size_t>(x.rows * x.width));
   matmul(x.dy.data(), x.weight.data(), dh.data(), x.rows, x.vocab, x.width, false, threads);
-  // dweight[V, H] = dy^T[V, T] @ hidden[T, H]; dy itself is no longer needed once transposed.
+  // dweight[V, H] = dy^T[V, T] @ hidden[T, H]. The weight (V x H floats) and dy, once transposed,
+  // are freed before dweight's V x H floats are allocated: the peak holds one of them, not two.
+  std::vector<float>().swap(x.weight);
   const std::vector<float> dyt = transposed(x.dy, x.rows, x.vocab);
   std::vector<float>().swap(x.dy);
   std::vector<float> dw(static_cast<std::size_t>(x.vocab * x.width));
