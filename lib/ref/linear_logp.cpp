@@ -43,11 +43,11 @@ Tensors linear_logp_backward(const Call& call) {
   std::vector<float>().swap(p.weight);
   const std::vector<float> gt = transposed(g, p.rows, p.vocab);
   std::vector<float>().swap(g);
-  std::vector<float> dw(static_cast<std::size_t>(p.vocab * p.width));
-  matmul(gt.data(), p.hidden.data(), dw.data(), p.vocab, p.rows, p.width, false, threads);
+  Tensor dw(DType::kF32, {p.vocab, p.width});  // straight into the output (no V x H copy)
+  matmul(gt.data(), p.hidden.data(), dw.data<float>(), p.vocab, p.rows, p.width, false, threads);
   Shape dh_shape = p.lead;
   dh_shape.push_back(p.width);
-  return {{"dhidden", f32_tensor(dh_shape, std::move(dh))}, {"dweight", f32_tensor({p.vocab, p.width}, std::move(dw))}};
+  return {{"dhidden", f32_tensor(dh_shape, std::move(dh))}, {"dweight", std::move(dw)}};
 }
 
 }  // namespace ws1::ref

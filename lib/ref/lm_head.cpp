@@ -25,10 +25,10 @@ Tensors lm_head_backward(const Call& call) {
   std::vector<float>().swap(x.weight);
   const std::vector<float> dyt = transposed(x.dy, x.rows, x.vocab);
   std::vector<float>().swap(x.dy);
-  std::vector<float> dw(static_cast<std::size_t>(x.vocab * x.width));
-  matmul(dyt.data(), x.hidden.data(), dw.data(), x.vocab, x.rows, x.width, false, threads);
-  return {{"dhidden", f32_tensor(x.hidden_shape, std::move(dh))},
-          {"dweight", f32_tensor({x.vocab, x.width}, std::move(dw))}};
+  // Straight into the output tensor: a V x H vector copied into one would hold both at once.
+  Tensor dw(DType::kF32, {x.vocab, x.width});
+  matmul(dyt.data(), x.hidden.data(), dw.data<float>(), x.vocab, x.rows, x.width, false, threads);
+  return {{"dhidden", f32_tensor(x.hidden_shape, std::move(dh))}, {"dweight", std::move(dw)}};
 }
 
 }  // namespace ws1::ref
