@@ -5,7 +5,7 @@
 //   nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -o lm_head_dhidden_probe \
 //        tools/device/lm_head_dhidden_probe.cu -lcublas -lcuda
 //   ./lm_head_dhidden_probe        # medians of REPS (default 7) runs, L2 flushed before each
-// Rows: cublas; n128 (the shard total in registers) and n256 (the split total: TileFor)
+// Rows: cublas; n128 (the shard total in registers) and n256 (the total in global scratch)
 // under today's rule (shards of kPromoteK = 512), with shards of 2048, and with no shards
 // (one accumulator over all K: not the declared rule, a bound on what the shards cost); then
 // K = 16384 with A's rows V apart (a slice of dy) and packed (lda = K): what the long row
@@ -126,7 +126,7 @@ int main() {
   CK(cudaMemcpy(ref.data(), c0, ref.size() * 2, cudaMemcpyDeviceToHost));
   const Problem q256 = problem(V, V, kPromoteK, c1);
   const float t256 = time([&] { ST(launch_wgmma_with<256>(q256)); });
-  row("n256 shards 512 (split total)", V, t256, cub);
+  row("n256 shards 512 (total in scratch)", V, t256, cub);
   std::printf("  bits equal to n128: %s\n", same_as_ref(c1) ? "yes" : "NO");
   for (int bn : {128, 256}) {
     for (int len : {2048, 0}) {
